@@ -1,0 +1,33 @@
+# One CMake library per pipeline stage, one test binary per stage.
+
+function(spillway_set_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+      -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wnull-dereference
+      -Wimplicit-fallthrough>)
+  if(SPILLWAY_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
+endfunction()
+
+# spillway_library(NAME SOURCES ... DEPS ...)
+function(spillway_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(spillway_${name} STATIC ${ARG_SOURCES})
+  add_library(spillway::${name} ALIAS spillway_${name})
+  target_include_directories(spillway_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(spillway_${name} PUBLIC ${ARG_DEPS})
+  spillway_set_warnings(spillway_${name})
+endfunction()
+
+# spillway_test(NAME SOURCES ... DEPS ...): a GoogleTest binary whose tests ctest discovers.
+function(spillway_test name)
+  if(NOT SPILLWAY_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name}_test ${ARG_SOURCES})
+  target_link_libraries(${name}_test PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  spillway_set_warnings(${name}_test)
+  gtest_discover_tests(${name}_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name})
+endfunction()

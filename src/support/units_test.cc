@@ -1,0 +1,39 @@
+#include "support/units.h"
+
+#include <gtest/gtest.h>
+
+namespace spillway {
+namespace {
+
+TEST(FormatBytes, UsesBinaryUnitsWithThreeDigits) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(FormatBytes(int64_t{16} << 30), "16.0 GiB");
+  EXPECT_EQ(FormatBytes(int64_t{300} << 20), "300 MiB");
+  EXPECT_EQ(FormatBytes(-2048), "-2.00 KiB");
+}
+
+TEST(FormatCount, UsesDecimalUnits) {
+  EXPECT_EQ(FormatCount(950), "950");
+  EXPECT_EQ(FormatCount(25557032), "25.6 M");
+  EXPECT_EQ(FormatCount(4.09e9), "4.09 G");
+}
+
+TEST(ParseBytes, AcceptsPlainAndSuffixedSizes) {
+  EXPECT_EQ(*ParseBytes("4096"), 4096);
+  EXPECT_EQ(*ParseBytes("16GiB"), int64_t{16} << 30);
+  EXPECT_EQ(*ParseBytes("512 MiB"), int64_t{512} << 20);
+  EXPECT_EQ(*ParseBytes("1.5gb"), 1500000000);
+  EXPECT_EQ(*ParseBytes("2KB"), 2000);
+}
+
+TEST(ParseBytes, RejectsGarbageAndUnknownUnits) {
+  EXPECT_FALSE(ParseBytes("").ok());
+  EXPECT_FALSE(ParseBytes("lots").ok());
+  EXPECT_FALSE(ParseBytes("12 parsecs").ok());
+  EXPECT_FALSE(ParseBytes("1e30TiB").ok());
+}
+
+}  // namespace
+}  // namespace spillway
