@@ -3,8 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "fmt/format.h"
 #include "support/check.h"
 
 namespace spillway::ir {
@@ -29,11 +28,11 @@ std::string_view TypeName(const AttrValue& value) {
 
 absl::Status WrongType(std::string_view name, std::string_view wanted, const AttrValue& got) {
   return absl::InvalidArgumentError(
-      absl::StrCat("attribute '", name, "' must be a ", wanted, ", got a ", TypeName(got)));
+      fmt::format("attribute '{}' must be a {}, got a {}", name, wanted, TypeName(got)));
 }
 
 absl::Status Missing(std::string_view name) {
-  return absl::InvalidArgumentError(absl::StrCat("missing attribute '", name, "'"));
+  return absl::InvalidArgumentError(fmt::format("missing attribute '{}'", name));
 }
 
 std::string FloatToString(double value) {
@@ -139,7 +138,7 @@ IntList AttrMap::Ints(std::string_view name) const {
 std::string AttrValueToString(const AttrValue& value) {
   struct Printer {
     std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(int64_t i) const { return absl::StrCat(i); }
+    std::string operator()(int64_t i) const { return fmt::format("{}", i); }
     std::string operator()(double d) const { return FloatToString(d); }
     std::string operator()(const std::string& s) const {
       std::string out = "\"";
@@ -150,7 +149,7 @@ std::string AttrValueToString(const AttrValue& value) {
       return out + "\"";
     }
     std::string operator()(const IntList& list) const {
-      return "[" + absl::StrJoin(list, ",") + "]";
+      return fmt::format("[{}]", fmt::join(list, ","));
     }
     std::string operator()(const FloatList& list) const {
       // An empty float list prints as "f[]" so it does not read back as an int list.

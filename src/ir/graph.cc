@@ -5,9 +5,10 @@
 #include <queue>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "fmt/format.h"
 #include "ir/op_registry.h"
 #include "support/check.h"
+#include "support/status_macros.h"
 
 namespace spillway::ir {
 namespace {
@@ -53,7 +54,7 @@ std::string Graph::UniqueValueName(std::string name) {
   if (name.empty()) name = "v";
   if (!value_by_name_.contains(name)) return name;
   for (int suffix = 1;; ++suffix) {
-    std::string candidate = absl::StrCat(name, "_", suffix);
+    std::string candidate = fmt::format("{}_{}", name, suffix);
     if (!value_by_name_.contains(candidate)) return candidate;
   }
 }
@@ -62,7 +63,7 @@ std::string Graph::UniqueNodeName(std::string name) {
   if (name.empty()) name = "n";
   if (!node_by_name_.contains(name)) return name;
   for (int suffix = 1;; ++suffix) {
-    std::string candidate = absl::StrCat(name, "_", suffix);
+    std::string candidate = fmt::format("{}_{}", name, suffix);
     if (!node_by_name_.contains(candidate)) return candidate;
   }
 }
@@ -94,16 +95,14 @@ absl::StatusOr<NodeId> Graph::AddNode(OpKind op, std::vector<ValueId> inputs, At
   input_types.reserve(inputs.size());
   for (ValueId input : inputs) {
     if (input < 0 || input >= num_values()) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", name, "' (", OpName(op),
-                                                     "): input value ", input, " does not exist"));
+      return absl::InvalidArgumentError(
+          fmt::format("node '{}' ({}): input value {} does not exist", name, OpName(op), input));
     }
     input_types.push_back(value(input).type);
   }
   absl::StatusOr<std::vector<TensorType>> output_types = InferOutputTypes(op, attrs, input_types);
   if (!output_types.ok()) {
-    return absl::Status(
-        output_types.status().code(),
-        absl::StrCat("node '", name, "' (", OpName(op), "): ", output_types.status().message()));
+    return Annotate(output_types.status(), fmt::format("node '{}' ({})", name, OpName(op)));
   }
   const OpDef& def = GetOpDef(op);
   std::vector<std::pair<std::string, TensorType>> outputs;
@@ -111,7 +110,8 @@ absl::StatusOr<NodeId> Graph::AddNode(OpKind op, std::vector<ValueId> inputs, At
     std::string output_name = name;
     if (output_types->size() > 1 && i > 0) {
       std::string_view suffix = i < def.output_names.size() ? def.output_names[i] : "";
-      output_name = suffix.empty() ? absl::StrCat(name, ".", i) : absl::StrCat(name, ".", suffix);
+      output_name =
+          suffix.empty() ? fmt::format("{}.{}", name, i) : fmt::format("{}.{}", name, suffix);
     }
     outputs.emplace_back(std::move(output_name), std::move((*output_types)[i]));
   }
@@ -146,13 +146,13 @@ void Graph::AddControlInput(NodeId node, NodeId predecessor) {
 }
 
 std::optional<ValueId> Graph::FindValue(std::string_view name) const {
-  auto it = value_by_name_.find(name);
+  auto it = value_by_name_.find(std::string(name));
   if (it == value_by_name_.end()) return std::nullopt;
   return it->second;
 }
 
 std::optional<NodeId> Graph::FindNode(std::string_view name) const {
-  auto it = node_by_name_.find(name);
+  auto it = node_by_name_.find(std::string(name));
   if (it == node_by_name_.end()) return std::nullopt;
   return it->second;
 }

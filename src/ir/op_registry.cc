@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "absl/strings/str_cat.h"
+#include "fmt/format.h"
 #include "ir/graph.h"
 #include "ir/ops/op_defs.h"
 #include "support/check.h"
@@ -78,11 +78,11 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind kind, const Attr
   const OpDef& def = GetOpDef(kind);
   const int count = static_cast<int>(inputs.size());
   if (count < def.min_inputs || (def.max_inputs >= 0 && count > def.max_inputs)) {
-    std::string expected = def.max_inputs < 0 ? absl::StrCat("at least ", def.min_inputs)
+    std::string expected = def.max_inputs < 0 ? fmt::format("at least {}", def.min_inputs)
                            : def.min_inputs == def.max_inputs
-                               ? absl::StrCat(def.min_inputs)
-                               : absl::StrCat(def.min_inputs, " to ", def.max_inputs);
-    return absl::InvalidArgumentError(absl::StrCat("expects ", expected, " inputs, got ", count));
+                               ? fmt::format("{}", def.min_inputs)
+                               : fmt::format("{} to {}", def.min_inputs, def.max_inputs);
+    return absl::InvalidArgumentError(fmt::format("expects {} inputs, got {}", expected, count));
   }
   if (def.validate != nullptr) {
     absl::Status status = def.validate(attrs);
@@ -93,8 +93,8 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind kind, const Attr
   for (size_t i = 0; i < outputs->size(); ++i) {
     if (!(*outputs)[i].Bytes().has_value()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("output ", i, " of shape ", ShapeToString((*outputs)[i].shape),
-                       " has more bytes than a 64-bit count can hold"));
+          fmt::format("output {} of shape {} has more bytes than a 64-bit count can hold", i,
+                      ShapeToString((*outputs)[i].shape)));
     }
   }
   return outputs;

@@ -4,7 +4,7 @@
 #include <limits>
 #include <utility>
 
-#include "absl/strings/str_join.h"
+#include "fmt/format.h"
 #include "support/check.h"
 
 namespace spillway::ir {
@@ -75,7 +75,7 @@ std::optional<int64_t> NumElements(const Shape& shape) {
   return count;
 }
 
-std::string ShapeToString(const Shape& shape) { return "[" + absl::StrJoin(shape, ",") + "]"; }
+std::string ShapeToString(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
 std::optional<int64_t> TensorType::Bytes() const {
   std::optional<int64_t> count = NumElements(shape);

@@ -2,8 +2,30 @@
 // public headers do not provide.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
+namespace spillway {
+
+// Debian's abseil has its own string_view type, which std::string_view does not
+// convert to implicitly; these bridge the two.
+inline std::string_view StatusMessage(const absl::Status& status) {
+  return {status.message().data(), status.message().size()};
+}
+
+// The same status with "context: " in front of its message.
+inline absl::Status Annotate(const absl::Status& status, std::string_view context) {
+  if (status.ok()) return status;
+  std::string message(context);
+  message += ": ";
+  message += StatusMessage(status);
+  return absl::Status(status.code(), message);
+}
+
+}  // namespace spillway
 
 #define SPILLWAY_CONCAT_INNER(a, b) a##b
 #define SPILLWAY_CONCAT(a, b) SPILLWAY_CONCAT_INNER(a, b)

@@ -3,17 +3,29 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "fmt/format.h"
 
 namespace spillway {
 namespace {
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
+  return text;
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 std::string ThreeDigits(double value, std::string_view unit) {
   if (value >= 100) return fmt::format("{:.0f} {}", value, unit);
@@ -53,14 +65,14 @@ std::string FormatCount(double count) {
 }
 
 absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
-  std::string_view trimmed = absl::StripAsciiWhitespace(text);
+  std::string_view trimmed = Trim(text);
   size_t split = 0;
   while (split < trimmed.size() &&
          (std::isdigit(static_cast<unsigned char>(trimmed[split])) || trimmed[split] == '.')) {
     ++split;
   }
   std::string_view number = trimmed.substr(0, split);
-  std::string suffix = absl::AsciiStrToLower(absl::StripAsciiWhitespace(trimmed.substr(split)));
+  std::string suffix = Lower(Trim(trimmed.substr(split)));
   static const std::array<std::pair<std::string_view, double>, 11> kSuffixes = {{
       {"", 1},
       {"b", 1},
@@ -75,21 +87,24 @@ absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
       {"k", 1024.0},
   }};
   double value = 0;
-  if (number.empty() || !absl::SimpleAtod(number, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a size: expected a number of bytes or e.g. 16GiB, 512MiB"));
+  const std::string number_text(number);
+  char* end = nullptr;
+  if (!number.empty()) value = std::strtod(number_text.c_str(), &end);
+  if (number.empty() || end != number_text.c_str() + number_text.size()) {
+    return absl::InvalidArgumentError(
+        fmt::format("'{}' is not a size: expected a number of bytes or e.g. 16GiB, 512MiB", text));
   }
   for (const auto& [name, scale] : kSuffixes) {
     if (suffix == name) {
       double bytes = std::floor(value * scale);
       if (bytes > static_cast<double>(std::numeric_limits<int64_t>::max())) {
-        return absl::InvalidArgumentError(absl::StrCat("size '", text, "' is too large"));
+        return absl::InvalidArgumentError(fmt::format("size '{}' is too large", text));
       }
       return static_cast<int64_t>(bytes);
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown unit '", suffix,
-                                                 "': use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"));
+  return absl::InvalidArgumentError(fmt::format(
+      "'{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB", text, suffix));
 }
 
 }  // namespace spillway

@@ -8,27 +8,27 @@ namespace spillway::ir::ops {
 
 absl::Status ExpectRank(const TensorType& type, int64_t rank, int index, std::string_view role) {
   if (type.rank() == rank) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("input ", index, " (", role, ") must have rank ",
-                                                 rank, ", got ", TypeToString(type)));
+  return absl::InvalidArgumentError(fmt::format("input {} ({}) must have rank {}, got {}", index,
+                                                role, rank, TypeToString(type)));
 }
 
 absl::Status ExpectFloating(const TensorType& type, int index, std::string_view role) {
   if (IsFloating(type.dtype)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "input ", index, " (", role, ") must be floating point, got ", TypeToString(type)));
+  return absl::InvalidArgumentError(
+      fmt::format("input {} ({}) must be floating point, got {}", index, role, TypeToString(type)));
 }
 
 absl::Status ExpectInteger(const TensorType& type, int index, std::string_view role) {
   if (type.dtype == DType::kI32 || type.dtype == DType::kI64) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("input ", index, " (", role, ") must be i32 or i64, got ", TypeToString(type)));
+      fmt::format("input {} ({}) must be i32 or i64, got {}", index, role, TypeToString(type)));
 }
 
 absl::Status ExpectSameShape(const TensorType& a, int a_index, const TensorType& b, int b_index) {
   if (a.dtype == b.dtype && a.shape == b.shape) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("inputs ", a_index, " and ", b_index,
-                                                 " must have the same type, got ", TypeToString(a),
-                                                 " and ", TypeToString(b)));
+  return absl::InvalidArgumentError(
+      fmt::format("inputs {} and {} must have the same type, got {} and {}", a_index, b_index,
+                  TypeToString(a), TypeToString(b)));
 }
 
 absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name, size_t size,
@@ -36,14 +36,13 @@ absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name
   absl::StatusOr<IntList> list = attrs.GetInts(name, std::move(fallback));
   if (!list.ok()) return list.status();
   if (list->size() != size) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must have ", size,
-                                                   " entries, got ", AttrValueToString(*list)));
+    return absl::InvalidArgumentError(fmt::format("attribute '{}' must have {} entries, got {}",
+                                                  name, size, AttrValueToString(*list)));
   }
   for (int64_t v : *list) {
     if (v < min_value) {
-      return absl::InvalidArgumentError(absl::StrCat("attribute '", name,
-                                                     "' entries must be >= ", min_value, ", got ",
-                                                     AttrValueToString(*list)));
+      return absl::InvalidArgumentError(fmt::format("attribute '{}' entries must be >= {}, got {}",
+                                                    name, min_value, AttrValueToString(*list)));
     }
   }
   return list;
@@ -55,9 +54,10 @@ absl::StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t str
   const int64_t span = dilation * (kernel - 1) + 1;
   const int64_t padded = in + pad_begin + pad_end;
   if (padded < span) {
-    return absl::InvalidArgumentError(absl::StrCat(axis, " extent ", in, " (", padded,
-                                                   " padded) is smaller than the window of ", span,
-                                                   ": the input is too small for this layer"));
+    return absl::InvalidArgumentError(
+        fmt::format("{} extent {} ({} padded) is smaller than the window of {}: the input is too "
+                    "small for this layer",
+                    axis, in, padded, span));
   }
   return (padded - span) / stride + 1;
 }
@@ -66,7 +66,7 @@ absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
   int64_t normalized = axis < 0 ? axis + rank : axis;
   if (normalized < 0 || normalized >= rank) {
     return absl::InvalidArgumentError(
-        absl::StrCat("axis ", axis, " is out of range for rank ", rank));
+        fmt::format("axis {} is out of range for rank {}", axis, rank));
   }
   return normalized;
 }
@@ -78,8 +78,8 @@ absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
     const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("shapes ", ShapeToString(a), " and ",
-                                                     ShapeToString(b), " do not broadcast"));
+      return absl::InvalidArgumentError(
+          fmt::format("shapes {} and {} do not broadcast", ShapeToString(a), ShapeToString(b)));
     }
     out[i] = da == 1 ? db : da;
   }

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
+#include "fmt/format.h"
 #include "ir/attributes.h"
 #include "ir/op_registry.h"
 #include "ir/types.h"
