@@ -4,7 +4,9 @@ function(spillway_set_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
       -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wnull-dereference
-      -Wimplicit-fallthrough>)
+      -Wimplicit-fallthrough
+      # GCC 12 reports false -Wrestrict positives inside std::string at -O3 (GCC bug 105329).
+      $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>>)
   if(SPILLWAY_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()

@@ -29,12 +29,13 @@ class OpTable {
       seen[index] = true;
       defs_[index] = std::move(def);
     }
-    for (size_t i = 0; i < seen.size(); ++i) {
-      SPILLWAY_CHECK(seen[i], "an op kind has no definition in the registry");
-    }
   }
 
-  const OpDef& Get(OpKind kind) const { return defs_[static_cast<size_t>(kind)]; }
+  const OpDef& Get(OpKind kind) const {
+    const OpDef& def = defs_[static_cast<size_t>(kind)];
+    SPILLWAY_CHECK(def.infer != nullptr, "op has no definition in the registry");
+    return def;
+  }
 
  private:
   std::array<OpDef, kNumOpKinds> defs_;

@@ -37,10 +37,13 @@ std::string ThreeDigits(double value, std::string_view unit) {
 
 std::string FormatBytes(int64_t bytes) {
   constexpr std::array<std::string_view, 6> kUnits = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 0)
-    return "-" + FormatBytes(bytes == std::numeric_limits<int64_t>::min()
-                                 ? std::numeric_limits<int64_t>::max()
-                                 : -bytes);
+  if (bytes < 0) {
+    std::string positive = FormatBytes(bytes == std::numeric_limits<int64_t>::min()
+                                           ? std::numeric_limits<int64_t>::max()
+                                           : -bytes);
+    positive.insert(positive.begin(), '-');
+    return positive;
+  }
   if (bytes < 1024) return fmt::format("{} B", bytes);
   double value = static_cast<double>(bytes);
   size_t unit = 0;

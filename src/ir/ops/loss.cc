@@ -1,0 +1,8 @@
+// Placeholder until the op definitions land.
+#include "ir/ops/op_defs.h"
+
+namespace spillway::ir::ops {
+
+void RegisterLossOps(std::vector<OpDef>& /*defs*/) {}
+
+}  // namespace spillway::ir::ops
