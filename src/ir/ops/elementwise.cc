@@ -1,8 +1,248 @@
-// Placeholder until the op definitions land.
+// Element-wise ops (activations, arithmetic, dropout, fill) and the two ops
+// that autodiff adds to sum gradients: add_n at fan-out and reduce_sum for
+// bias gradients and broadcast reductions.
+#include <cmath>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
 #include "ir/ops/op_defs.h"
+#include "ir/ops/op_util.h"
+#include "support/check.h"
+#include "support/status_macros.h"
 
 namespace spillway::ir::ops {
+namespace {
 
-void RegisterElementwiseOps(std::vector<OpDef>& /*defs*/) {}
+// FLOPs per output element of the memory-bound ops. These ops are limited by
+// bandwidth, not arithmetic, so the counts are estimates that only need the
+// right order of magnitude; erf, tanh and exp are each counted as 4.
+constexpr int64_t kReluFlopsPerElement = 1;          // max(x, 0)
+constexpr int64_t kReluBackwardFlopsPerElement = 1;  // y > 0 ? dy : 0
+// 0.5·x·(1 + erf(x/√2)): scale, erf, add, two products. The tanh form has a
+// cubic inside the tanh instead, which costs about the same.
+constexpr int64_t kGeluFlopsPerElement = 8;
+// The derivative needs both the CDF term (erf) and the density term (exp),
+// then combines them with dy.
+constexpr int64_t kGeluBackwardFlopsPerElement = 14;
+// A counter-based generator (a few integer mixes, counted as 2), the compare
+// with p and the scale by 1/(1-p).
+constexpr int64_t kDropoutFlopsPerElement = 4;
+constexpr int64_t kBinaryFlopsPerElement = 1;
+
+using Types = std::vector<TensorType>;
+
+absl::Status ValidateApproximate(const AttrMap& attrs) {
+  // GCC 12 at -O3 wrongly reports a moved-out std::string as maybe uninitialized.
+  const absl::StatusOr<std::string> approximate_or = attrs.GetString("approximate", "none");
+  if (!approximate_or.ok()) return approximate_or.status();
+  const std::string& approximate = *approximate_or;
+  if (approximate != "none" && approximate != "tanh") {
+    return absl::InvalidArgumentError(fmt::format(
+        "attribute 'approximate' must be \"none\" or \"tanh\", got \"{}\"", approximate));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDropout(const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(double p, attrs.GetFloat("p"));
+  // Written so that NaN fails too. p = 1 would drop everything and divide by zero.
+  if (!(p >= 0.0 && p < 1.0)) {
+    return absl::InvalidArgumentError(
+        fmt::format("attribute 'p' must be in [0, 1), got {}", AttrValueToString(p)));
+  }
+  // The seed makes the mask replayable; without it recomputation could not be exact.
+  RETURN_IF_ERROR(attrs.GetInt("seed").status());
+  return absl::OkStatus();
+}
+
+// relu, gelu, dropout: y has x's type.
+absl::StatusOr<Types> InferUnaryFloating(const AttrMap& /*attrs*/,
+                                         std::span<const TensorType> inputs) {
+  RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "x"));
+  return Types{inputs[0]};
+}
+
+// relu_backward (dy, y) and gelu_backward (dy, x): dx has dy's type.
+absl::StatusOr<Types> InferUnaryBackward(const AttrMap& /*attrs*/,
+                                         std::span<const TensorType> inputs) {
+  RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "dy"));
+  RETURN_IF_ERROR(ExpectSameShape(inputs[0], 0, inputs[1], 1));
+  return Types{inputs[0]};
+}
+
+absl::StatusOr<Types> InferDropoutBackward(const AttrMap& /*attrs*/,
+                                           std::span<const TensorType> inputs) {
+  RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "dy"));
+  return Types{inputs[0]};
+}
+
+// add, mul: numpy broadcasting of two operands of one dtype.
+absl::StatusOr<Types> InferBroadcastBinary(const AttrMap& /*attrs*/,
+                                           std::span<const TensorType> inputs) {
+  const TensorType& a = inputs[0];
+  const TensorType& b = inputs[1];
+  if (a.dtype != b.dtype) {
+    return absl::InvalidArgumentError(
+        fmt::format("inputs 0 (a) and 1 (b) must have one dtype, got {} and {}", TypeToString(a),
+                    TypeToString(b)));
+  }
+  if (a.dtype == DType::kBool) {
+    return absl::InvalidArgumentError(
+        fmt::format("inputs must be numeric, got {} and {}", TypeToString(a), TypeToString(b)));
+  }
+  ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a.shape, b.shape));
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  return Types{TensorType{a.dtype, std::move(shape), OutputLayout(inputs, rank)}};
+}
+
+absl::Status ValidateFill(const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(IntList shape, attrs.GetInts("shape"));
+  for (int64_t dim : shape) {
+    if (dim < 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("attribute 'shape' entries must be >= 0, got {}", AttrValueToString(shape)));
+    }
+  }
+  ASSIGN_OR_RETURN(double value, attrs.GetFloat("value"));
+  // GCC 12 at -O3 wrongly reports a moved-out std::string as maybe uninitialized.
+  const absl::StatusOr<std::string> dtype_name_or = attrs.GetString("dtype", "f32");
+  if (!dtype_name_or.ok()) return dtype_name_or.status();
+  const std::string& dtype_name = *dtype_name_or;
+  std::optional<DType> dtype = ParseDType(dtype_name);
+  if (!dtype.has_value()) {
+    return absl::InvalidArgumentError(
+        fmt::format("attribute 'dtype' names no dtype: \"{}\"", dtype_name));
+  }
+  // The value is stored as a double; an integer tensor must get a value it can hold exactly.
+  if (!IsFloating(*dtype)) {
+    const bool integral = std::isfinite(value) && value == std::trunc(value);
+    const bool fits = *dtype != DType::kBool || value == 0.0 || value == 1.0;
+    if (!integral || !fits) {
+      return absl::InvalidArgumentError(fmt::format("attribute 'value' {} is not a valid {} value",
+                                                    AttrValueToString(value), dtype_name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> InferFill(const AttrMap& attrs, std::span<const TensorType> /*inputs*/) {
+  const std::optional<DType> dtype = ParseDType(*attrs.GetString("dtype", "f32"));
+  SPILLWAY_CHECK(dtype.has_value(), "fill's dtype passed validation");
+  return Types{TensorType{*dtype, attrs.Ints("shape"), Layout::kRowMajor}};
+}
+
+absl::StatusOr<Types> InferAddN(const AttrMap& /*attrs*/, std::span<const TensorType> inputs) {
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    RETURN_IF_ERROR(ExpectSameShape(inputs[0], 0, inputs[i], static_cast<int>(i)));
+  }
+  TensorType sum = inputs[0];
+  sum.layout = OutputLayout(inputs, sum.rank());
+  return Types{std::move(sum)};
+}
+
+OpCost AddNCost(const AttrMap& /*attrs*/, std::span<const TensorType> inputs,
+                std::span<const TensorType> outputs) {
+  return ElementwiseCost(inputs, outputs, static_cast<int64_t>(inputs.size()) - 1);
+}
+
+absl::Status ValidateReduceSum(const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(IntList axes, attrs.GetInts("axes"));
+  // An empty list means "all axes" in ONNX and "no axes" in numpy; ask for an explicit list.
+  if (axes.empty()) {
+    return absl::InvalidArgumentError("attribute 'axes' must name at least one axis");
+  }
+  RETURN_IF_ERROR(attrs.GetBool("keepdims", false).status());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> InferReduceSum(const AttrMap& attrs, std::span<const TensorType> inputs) {
+  const TensorType& x = inputs[0];
+  if (x.dtype == DType::kBool) {
+    return absl::InvalidArgumentError(
+        fmt::format("input 0 (x) must be numeric, got {}", TypeToString(x)));
+  }
+  std::vector<bool> reduced(static_cast<size_t>(x.rank()), false);
+  for (int64_t axis : attrs.Ints("axes")) {
+    absl::StatusOr<int64_t> normalized = NormalizeAxis(axis, x.rank());
+    if (!normalized.ok()) {
+      return Annotate(normalized.status(), fmt::format("attribute 'axes' of {}", TypeToString(x)));
+    }
+    if (reduced[static_cast<size_t>(*normalized)]) {
+      return absl::InvalidArgumentError(fmt::format("attribute 'axes' {} names axis {} twice",
+                                                    AttrValueToString(attrs.Ints("axes")),
+                                                    *normalized));
+    }
+    reduced[static_cast<size_t>(*normalized)] = true;
+  }
+  const bool keepdims = *attrs.GetBool("keepdims", false);
+  Shape shape;
+  for (size_t i = 0; i < reduced.size(); ++i) {
+    if (!reduced[i]) {
+      shape.push_back(x.shape[i]);
+    } else if (keepdims) {
+      shape.push_back(1);
+    }
+  }
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  return Types{TensorType{x.dtype, std::move(shape), OutputLayout(inputs, rank)}};
+}
+
+// One add per input element.
+OpCost ReduceSumCost(const AttrMap& /*attrs*/, std::span<const TensorType> inputs,
+                     std::span<const TensorType> outputs) {
+  OpCost cost = BytesOnlyCost(inputs, outputs);
+  cost.flops = Elements(inputs[0]);
+  return cost;
+}
+
+template <int64_t kFlopsPerElement>
+OpCost PerElementCost(const AttrMap& /*attrs*/, std::span<const TensorType> inputs,
+                      std::span<const TensorType> outputs) {
+  return ElementwiseCost(inputs, outputs, kFlopsPerElement);
+}
+
+OpDef MakeDef(OpKind kind, OpClass op_class, int min_inputs, int max_inputs, bool differentiable,
+              ValidateFn validate, InferFn infer, CostFn cost) {
+  OpDef def;
+  def.kind = kind;
+  def.op_class = op_class;
+  def.min_inputs = min_inputs;
+  def.max_inputs = max_inputs;
+  def.differentiable = differentiable;
+  def.validate = validate;
+  def.infer = infer;
+  def.cost = cost;
+  return def;
+}
+
+}  // namespace
+
+void RegisterElementwiseOps(std::vector<OpDef>& defs) {
+  constexpr OpClass kElementwise = OpClass::kElementwise;
+  defs.push_back(MakeDef(OpKind::kRelu, kElementwise, 1, 1, true, nullptr, InferUnaryFloating,
+                         PerElementCost<kReluFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kReluBackward, kElementwise, 2, 2, false, nullptr,
+                         InferUnaryBackward, PerElementCost<kReluBackwardFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kGelu, kElementwise, 1, 1, true, ValidateApproximate,
+                         InferUnaryFloating, PerElementCost<kGeluFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kGeluBackward, kElementwise, 2, 2, false, ValidateApproximate,
+                         InferUnaryBackward, PerElementCost<kGeluBackwardFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kAdd, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
+                         PerElementCost<kBinaryFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kMul, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
+                         PerElementCost<kBinaryFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kDropout, kElementwise, 1, 1, true, ValidateDropout,
+                         InferUnaryFloating, PerElementCost<kDropoutFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kDropoutBackward, kElementwise, 1, 1, false, ValidateDropout,
+                         InferDropoutBackward, PerElementCost<kDropoutFlopsPerElement>));
+  // fill writes its output and reads nothing: the default bytes-only cost.
+  defs.push_back(
+      MakeDef(OpKind::kFill, kElementwise, 0, 0, false, ValidateFill, InferFill, nullptr));
+  defs.push_back(MakeDef(OpKind::kAddN, kElementwise, 1, -1, false, nullptr, InferAddN, AddNCost));
+  defs.push_back(MakeDef(OpKind::kReduceSum, OpClass::kReduction, 1, 1, false, ValidateReduceSum,
+                         InferReduceSum, ReduceSumCost));
+}
 
 }  // namespace spillway::ir::ops

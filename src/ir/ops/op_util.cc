@@ -33,6 +33,9 @@ absl::Status ExpectSameShape(const TensorType& a, int a_index, const TensorType&
 
 absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name, size_t size,
                                      IntList fallback, int64_t min_value) {
+  if (!attrs.Has(name) && fallback.empty()) {
+    return absl::InvalidArgumentError(fmt::format("missing attribute '{}'", name));
+  }
   absl::StatusOr<IntList> list = attrs.GetInts(name, std::move(fallback));
   if (!list.ok()) return list.status();
   if (list->size() != size) {

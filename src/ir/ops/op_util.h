@@ -24,6 +24,7 @@ absl::Status ExpectInteger(const TensorType& type, int index, std::string_view r
 absl::Status ExpectSameShape(const TensorType& a, int a_index, const TensorType& b, int b_index);
 
 // A list attribute of exactly `size` entries (or the fallback when absent), each >= min_value.
+// An empty fallback makes the attribute required.
 absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name, size_t size,
                                      IntList fallback, int64_t min_value);
 

@@ -1,0 +1,111 @@
+// End-to-end tests of the `spillway` binary: output, JSON and exit codes.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Run {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Run Spillway(const std::string& args) {
+  const std::string command = std::string(SPILLWAY_BINARY) + " " + args + " 2>&1";
+  Run run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+int CountLines(const std::string& text) {
+  int lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+TEST(Cli, ModelsListsEveryBuiltInModel) {
+  const Run run = Spillway("models");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  for (const char* name : {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16",
+                           "deeplabv3plus", "unet", "gpt2"}) {
+    EXPECT_THAT(run.out, HasSubstr(name));
+  }
+}
+
+TEST(Cli, InspectJsonHasTheDocumentedKeys) {
+  const Run run = Spillway("inspect --model resnet50 --image 224 --batch 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  // torchvision's published ResNet-50 parameter count.
+  EXPECT_EQ(report["parameters"].get<int64_t>(), 25557032);
+  // 4.09 GMAC published by torchvision, within 2%.
+  EXPECT_NEAR(report["forward_macs"].get<double>(), 4.09e9, 0.02 * 4.09e9);
+  EXPECT_EQ(report["forward_flops"].get<int64_t>() >= 2 * report["forward_macs"].get<int64_t>(),
+            true);
+  EXPECT_GT(report["backward_flops"].get<int64_t>(), report["forward_flops"].get<int64_t>());
+  EXPECT_GT(report["saved_bytes"].get<int64_t>(), 0);
+  // The naive peak holds at least the parameters, their gradients and the saved tensors' largest.
+  EXPECT_GT(report["peak_bytes"].get<int64_t>(), 2 * report["parameter_bytes"].get<int64_t>());
+  EXPECT_EQ(report["largest_saved"].size(), 10u);
+}
+
+TEST(Cli, InspectTextNamesThePeakAndLargestTensors) {
+  const Run run = Spillway("inspect --model resnet18 --image 64");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("Naive peak"));
+  EXPECT_THAT(run.out, HasSubstr("Largest saved tensors"));
+  EXPECT_THAT(run.out, HasSubstr("MiB"));
+}
+
+TEST(Cli, GptOptionsReachTheBuilder) {
+  const Run run =
+      Spillway("inspect --model gpt2 --layers 2 --heads 2 --d-model 64 --seq-len 16 --vocab 100 "
+               "--json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["nodes"]["update"].get<int64_t>() > 0, true);
+}
+
+struct BadInput {
+  const char* args;
+  const char* message;
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, ExitsWithTwoAndOneLine) {
+  const Run run = Spillway(GetParam().args);
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("spillway: error:"));
+  EXPECT_THAT(run.out, HasSubstr(GetParam().message));
+  EXPECT_LE(CountLines(run.out), 2) << run.out;  // the error, and for flag errors a hint
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, CliBadInput,
+    ::testing::Values(BadInput{"inspect --model resnet51", "resnet51"},
+                      BadInput{"inspect --model resnet50 --batch 0", "batch"},
+                      BadInput{"inspect --model resnet50 --image -5", "height"},
+                      BadInput{"inspect --model resnet50 --image 16", "too small"},
+                      BadInput{"inspect --model resnet50 --image 8000 --batch 2000000000000",
+                               "64-bit"},
+                      BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
+                      BadInput{"inspect --model resnet50 --image lots", "lots"},
+                      BadInput{"inspect", "--model"}, BadInput{"frobnicate", "frobnicate"}));
+
+}  // namespace

@@ -1,0 +1,18 @@
+// The subcommands of `spillway`. Each registers itself on the app and returns
+// the function that runs it once the command line has been parsed.
+#pragma once
+
+#include <functional>
+#include <ostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+
+namespace spillway::cli {
+
+using CommandRunner = std::function<absl::Status(std::ostream& out)>;
+
+CommandRunner AddModelsCommand(CLI::App& app);
+CommandRunner AddInspectCommand(CLI::App& app);
+
+}  // namespace spillway::cli

@@ -1,0 +1,63 @@
+#include "cli/workload_flags.h"
+
+#include "fmt/format.h"
+#include "models/models.h"
+
+namespace spillway::cli {
+
+void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
+  models::ModelOptions& o = flags.options;
+  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")
+      ->required();
+  command.add_option("--batch", o.batch, "Batch size")->capture_default_str();
+  command.add_option("--image", flags.image, "Square image size: height and width in pixels");
+  command.add_option("--height", flags.height, "Image height in pixels (default 224)");
+  command.add_option("--width", flags.width, "Image width in pixels (default 224)");
+  command.add_option("--classes", o.classes,
+                     "Output classes (default: 1000 for classifiers, 21 for deeplabv3plus, "
+                     "2 for unet)");
+  command.add_option("--in-channels", o.in_channels, "Input image channels")
+      ->capture_default_str();
+  command.add_option("--base-width", o.base_width,
+                     "Channels of the first stage (resnet*, unet)")
+      ->capture_default_str();
+  command.add_option("--backbone", o.backbone, "deeplabv3plus backbone: resnet50 or resnet101")
+      ->check(CLI::IsMember({"resnet50", "resnet101"}))
+      ->capture_default_str();
+  command.add_option("--depth", o.depth, "unet: number of 2x2 downsamplings")
+      ->capture_default_str();
+  command.add_option("--dropout", o.dropout,
+                     "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)");
+  command.add_option("--seed", o.seed, "Seed of the first dropout mask")->capture_default_str();
+  command.add_option("--layers", o.n_layer, "gpt2: transformer blocks")->capture_default_str();
+  command.add_option("--heads", o.n_head, "gpt2: attention heads")->capture_default_str();
+  command.add_option("--d-model", o.d_model, "gpt2: model width")->capture_default_str();
+  command.add_option("--seq-len", o.seq_len, "gpt2: sequence length")->capture_default_str();
+  command.add_option("--vocab", o.vocab, "gpt2: vocabulary size")->capture_default_str();
+}
+
+absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags) {
+  if (flags.image && (flags.height || flags.width)) {
+    return absl::InvalidArgumentError("give either --image or --height/--width, not both");
+  }
+  if (flags.image) {
+    flags.options.height = *flags.image;
+    flags.options.width = *flags.image;
+  }
+  if (flags.height) flags.options.height = *flags.height;
+  if (flags.width) flags.options.width = *flags.width;
+  return models::BuildModel(flags.model, flags.options);
+}
+
+std::string DescribeWorkload(const WorkloadFlags& flags) {
+  const models::ModelOptions& o = flags.options;
+  if (flags.model == "gpt2") {
+    return fmt::format("gpt2, batch {}, {} layers, {} heads, d_model {}, sequence {}", o.batch,
+                       o.n_layer, o.n_head, o.d_model, o.seq_len);
+  }
+  const int64_t height = flags.image ? *flags.image : flags.height.value_or(o.height);
+  const int64_t width = flags.image ? *flags.image : flags.width.value_or(o.width);
+  return fmt::format("{}, batch {}, {}x{}", flags.model, o.batch, height, width);
+}
+
+}  // namespace spillway::cli
