@@ -9,20 +9,10 @@
 #include "ir/ops/op_defs.h"
 #include "ir/ops/op_util.h"
 #include "ir/types.h"
-#include "support/check.h"
 #include "support/status_macros.h"
 
 namespace spillway::ir::ops {
 namespace {
-
-// A list attribute without a default: missing is its own error, not "0 entries".
-absl::StatusOr<IntList> GetRequiredSizedInts(const AttrMap& attrs, std::string_view name,
-                                             size_t size, int64_t min_value) {
-  if (!attrs.Has(name)) {
-    return absl::InvalidArgumentError(fmt::format("missing attribute '{}'", name));
-  }
-  return GetSizedInts(attrs, name, size, {}, min_value);
-}
 
 // The attributes conv2d and both backward ops share.
 struct ConvAttrs {

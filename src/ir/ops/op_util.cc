@@ -33,9 +33,6 @@ absl::Status ExpectSameShape(const TensorType& a, int a_index, const TensorType&
 
 absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name, size_t size,
                                      IntList fallback, int64_t min_value) {
-  if (!attrs.Has(name) && fallback.empty()) {
-    return absl::InvalidArgumentError(fmt::format("missing attribute '{}'", name));
-  }
   absl::StatusOr<IntList> list = attrs.GetInts(name, std::move(fallback));
   if (!list.ok()) return list.status();
   if (list->size() != size) {
@@ -49,6 +46,14 @@ absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name
     }
   }
   return list;
+}
+
+absl::StatusOr<IntList> GetRequiredSizedInts(const AttrMap& attrs, std::string_view name,
+                                             size_t size, int64_t min_value) {
+  if (!attrs.Has(name)) {
+    return absl::InvalidArgumentError(fmt::format("missing attribute '{}'", name));
+  }
+  return GetSizedInts(attrs, name, size, {}, min_value);
 }
 
 absl::StatusOr<int64_t> WindowOutputSize(int64_t in, int64_t kernel, int64_t stride,

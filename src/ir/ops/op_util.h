@@ -24,9 +24,12 @@ absl::Status ExpectInteger(const TensorType& type, int index, std::string_view r
 absl::Status ExpectSameShape(const TensorType& a, int a_index, const TensorType& b, int b_index);
 
 // A list attribute of exactly `size` entries (or the fallback when absent), each >= min_value.
-// An empty fallback makes the attribute required.
 absl::StatusOr<IntList> GetSizedInts(const AttrMap& attrs, std::string_view name, size_t size,
                                      IntList fallback, int64_t min_value);
+
+// Like GetSizedInts for an attribute without a default: "missing attribute" when absent.
+absl::StatusOr<IntList> GetRequiredSizedInts(const AttrMap& attrs, std::string_view name,
+                                             size_t size, int64_t min_value);
 
 // Output extent of a convolution or pooling window along one axis:
 // floor((in + pad_begin + pad_end - dilation*(kernel-1) - 1) / stride) + 1,

@@ -22,15 +22,6 @@ namespace {
 constexpr int64_t kBilinearFlops = 7;
 constexpr int64_t kBilinearBackwardFlops = 8;
 
-// A list attribute without a default: missing is its own error, not "0 entries".
-absl::StatusOr<IntList> GetRequiredSizedInts(const AttrMap& attrs, std::string_view name,
-                                             size_t size, int64_t min_value) {
-  if (!attrs.Has(name)) {
-    return absl::InvalidArgumentError(fmt::format("missing attribute '{}'", name));
-  }
-  return GetSizedInts(attrs, name, size, {}, min_value);
-}
-
 // The attributes max_pool and avg_pool share, and their backward ops.
 struct PoolAttrs {
   IntList kernel;   // [h, w]
