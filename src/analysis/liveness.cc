@@ -41,7 +41,8 @@ Liveness Liveness::Analyze(const ir::Graph& graph, std::span<const ir::NodeId> o
       int buffer = -1;
       for (const auto& [out_index, in_index] : def.in_place) {
         if (out_index == static_cast<int>(i) && in_index < static_cast<int>(node.inputs.size())) {
-          buffer = live.buffer_of_value_[static_cast<size_t>(node.inputs[static_cast<size_t>(in_index)])];
+          buffer = live.buffer_of_value_[static_cast<size_t>(
+              node.inputs[static_cast<size_t>(in_index)])];
         }
       }
       if (buffer < 0) {

@@ -1,12 +1,11 @@
 // End-to-end tests of the `spillway` binary: output, JSON and exit codes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
 
@@ -14,14 +13,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Run {
+struct CommandResult {
   int exit_code = -1;
   std::string out;  // stdout and stderr together
 };
 
-Run Spillway(const std::string& args) {
+CommandResult Spillway(const std::string& args) {
   const std::string command = std::string(SPILLWAY_BINARY) + " " + args + " 2>&1";
-  Run run;
+  CommandResult run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
   std::array<char, 4096> buffer;
@@ -39,7 +38,7 @@ int CountLines(const std::string& text) {
 }
 
 TEST(Cli, ModelsListsEveryBuiltInModel) {
-  const Run run = Spillway("models");
+  const CommandResult run = Spillway("models");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   for (const char* name : {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "vgg16",
                            "deeplabv3plus", "unet", "gpt2"}) {
@@ -48,7 +47,7 @@ TEST(Cli, ModelsListsEveryBuiltInModel) {
 }
 
 TEST(Cli, InspectJsonHasTheDocumentedKeys) {
-  const Run run = Spillway("inspect --model resnet50 --image 224 --batch 1 --json");
+  const CommandResult run = Spillway("inspect --model resnet50 --image 224 --batch 1 --json");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const nlohmann::json report = nlohmann::json::parse(run.out);
   // torchvision's published ResNet-50 parameter count.
@@ -65,7 +64,7 @@ TEST(Cli, InspectJsonHasTheDocumentedKeys) {
 }
 
 TEST(Cli, InspectTextNamesThePeakAndLargestTensors) {
-  const Run run = Spillway("inspect --model resnet18 --image 64");
+  const CommandResult run = Spillway("inspect --model resnet18 --image 64");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("Naive peak"));
   EXPECT_THAT(run.out, HasSubstr("Largest saved tensors"));
@@ -73,9 +72,9 @@ TEST(Cli, InspectTextNamesThePeakAndLargestTensors) {
 }
 
 TEST(Cli, GptOptionsReachTheBuilder) {
-  const Run run =
-      Spillway("inspect --model gpt2 --layers 2 --heads 2 --d-model 64 --seq-len 16 --vocab 100 "
-               "--json");
+  const CommandResult run = Spillway(
+      "inspect --model gpt2 --layers 2 --heads 2 --d-model 64 --seq-len 16 --vocab 100 "
+      "--json");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const nlohmann::json report = nlohmann::json::parse(run.out);
   EXPECT_EQ(report["nodes"]["update"].get<int64_t>() > 0, true);
@@ -89,7 +88,7 @@ struct BadInput {
 class CliBadInput : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(CliBadInput, ExitsWithTwoAndOneLine) {
-  const Run run = Spillway(GetParam().args);
+  const CommandResult run = Spillway(GetParam().args);
   EXPECT_EQ(run.exit_code, 2) << run.out;
   EXPECT_THAT(run.out, HasSubstr("spillway: error:"));
   EXPECT_THAT(run.out, HasSubstr(GetParam().message));
@@ -101,11 +100,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadInput{"inspect --model resnet51", "resnet51"},
                       BadInput{"inspect --model resnet50 --batch 0", "batch"},
                       BadInput{"inspect --model resnet50 --image -5", "height"},
-                      BadInput{"inspect --model resnet50 --image 16", "too small"},
+                      BadInput{"inspect --model vgg16 --image 16", "too small"},
                       BadInput{"inspect --model resnet50 --image 8000 --batch 2000000000000",
                                "64-bit"},
                       BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
                       BadInput{"inspect --model resnet50 --image lots", "lots"},
-                      BadInput{"inspect", "--model"}, BadInput{"frobnicate", "frobnicate"}));
+                      BadInput{"inspect", "--model"}, BadInput{"frobnicate", "subcommand"}));
 
 }  // namespace

@@ -7,8 +7,7 @@ namespace spillway::cli {
 
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   models::ModelOptions& o = flags.options;
-  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")
-      ->required();
+  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")->required();
   command.add_option("--batch", o.batch, "Batch size")->capture_default_str();
   command.add_option("--image", flags.image, "Square image size: height and width in pixels");
   command.add_option("--height", flags.height, "Image height in pixels (default 224)");
@@ -16,18 +15,17 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   command.add_option("--classes", o.classes,
                      "Output classes (default: 1000 for classifiers, 21 for deeplabv3plus, "
                      "2 for unet)");
-  command.add_option("--in-channels", o.in_channels, "Input image channels")
-      ->capture_default_str();
-  command.add_option("--base-width", o.base_width,
-                     "Channels of the first stage (resnet*, unet)")
+  command.add_option("--in-channels", o.in_channels, "Input image channels")->capture_default_str();
+  command.add_option("--base-width", o.base_width, "Channels of the first stage (resnet*, unet)")
       ->capture_default_str();
   command.add_option("--backbone", o.backbone, "deeplabv3plus backbone: resnet50 or resnet101")
       ->check(CLI::IsMember({"resnet50", "resnet101"}))
       ->capture_default_str();
   command.add_option("--depth", o.depth, "unet: number of 2x2 downsamplings")
       ->capture_default_str();
-  command.add_option("--dropout", o.dropout,
-                     "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)");
+  command.add_option(
+      "--dropout", o.dropout,
+      "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)");
   command.add_option("--seed", o.seed, "Seed of the first dropout mask")->capture_default_str();
   command.add_option("--layers", o.n_layer, "gpt2: transformer blocks")->capture_default_str();
   command.add_option("--heads", o.n_head, "gpt2: attention heads")->capture_default_str();

@@ -75,8 +75,8 @@ absl::StatusOr<ir::Graph> BuildGpt2(const ModelOptions& options) {
   RETURN_IF_ERROR(RequirePositive("seq_len", options.seq_len));
   RETURN_IF_ERROR(RequirePositive("vocab", options.vocab));
   if (options.d_model % options.n_head != 0) {
-    return absl::InvalidArgumentError(fmt::format("gpt2: d_model {} is not divisible by n_head {}",
-                                                  options.d_model, options.n_head));
+    return absl::InvalidArgumentError(
+        fmt::format("d_model {} is not divisible by n_head {}", options.d_model, options.n_head));
   }
   ASSIGN_OR_RETURN(const double dropout, DropoutProbability(options, 0.1));
   const Gpt2Shape shape = {.batch = options.batch,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ir/op_registry.h"
+#include "ir/verifier.h"
 #include "support/status_macros.h"
 
 namespace spillway::models {
@@ -91,10 +92,12 @@ INSTANTIATE_TEST_SUITE_P(Torchvision, PublishedModelTest,
                                            PublishedModel{"vgg16", 138'357'544, 15.47}),
                          [](const auto& param_info) { return param_info.param.name; });
 
-TEST(ModelsTest, EveryModelEndsInOneScalarLoss) {
+TEST(ModelsTest, EveryModelVerifiesAndEndsInOneScalarLoss) {
   for (const ModelInfo& info : ListModels()) {
     SCOPED_TRACE(info.name);
     ir::Graph graph = Build(info.name);
+    absl::Status verified = ir::VerifyGraph(graph);
+    EXPECT_TRUE(verified.ok()) << StatusMessage(verified);
     ASSERT_EQ(graph.outputs().size(), 1u);
     const ir::Value& loss = graph.value(graph.outputs()[0]);
     EXPECT_EQ(loss.name, "loss");

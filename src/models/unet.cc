@@ -32,7 +32,7 @@ absl::StatusOr<ir::Graph> BuildUNet(const ModelOptions& options) {
   const int64_t multiple = int64_t{1} << options.depth;
   if (options.height % multiple != 0 || options.width % multiple != 0) {
     return absl::InvalidArgumentError(
-        fmt::format("unet: height and width must be divisible by 2^depth = {}, got {}x{} with "
+        fmt::format("height and width must be divisible by 2^depth = {}, got {}x{} with "
                     "depth {}",
                     multiple, options.height, options.width, options.depth));
   }

@@ -50,7 +50,7 @@ absl::StatusOr<ir::Graph> BuildVgg16(const ModelOptions& options) {
   if (feature_height != kPooledSize || feature_width != kPooledSize) {
     if (feature_height % kPooledSize != 0 || feature_width % kPooledSize != 0) {
       return absl::InvalidArgumentError(fmt::format(
-          "vgg16: the feature map after features.30 is {}x{} for a {}x{} input; the classifier "
+          "the feature map after features.30 is {}x{} for a {}x{} input; the classifier "
           "needs 7x7 or a multiple of 7 on both axes (input 224x224, 448x448, ...)",
           feature_height, feature_width, options.height, options.width));
     }

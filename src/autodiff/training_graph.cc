@@ -1,0 +1,183 @@
+#include "autodiff/training_graph.h"
+
+#include <algorithm>
+
+#include "autodiff/gradients.h"
+#include "fmt/format.h"
+#include "ir/builder.h"
+#include "ir/op_registry.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::autodiff {
+namespace {
+
+using ir::kInvalidValue;
+using ir::OpKind;
+using ir::ValueId;
+
+// Values whose gradient the loss can need: parameters and everything computed from them.
+std::vector<bool> DependsOnParameters(const ir::Graph& graph,
+                                      const std::vector<ir::NodeId>& order) {
+  std::vector<bool> depends(static_cast<size_t>(graph.num_values()), false);
+  for (ValueId id : graph.InputsOfKind(ir::ValueKind::kParameter))
+    depends[static_cast<size_t>(id)] = true;
+  for (ir::NodeId id : order) {
+    const ir::Node& node = graph.node(id);
+    if (!ir::GetOpDef(node.op).differentiable) continue;
+    const bool any = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                 [&](ValueId v) { return depends[static_cast<size_t>(v)]; });
+    if (!any) continue;
+    for (ValueId out : node.outputs) depends[static_cast<size_t>(out)] = true;
+  }
+  return depends;
+}
+
+// The sum of the partial gradients of a value, with one add_n at fan-out.
+absl::StatusOr<ValueId> Accumulate(ir::Graph& graph, const ir::Value& value,
+                                   const std::vector<ValueId>& partials) {
+  if (partials.size() == 1) return partials.front();
+  ASSIGN_OR_RETURN(ir::NodeId node,
+                   graph.AddNode(OpKind::kAddN, partials, {}, "grad/" + value.name + ".accumulate",
+                                 ir::Phase::kBackward));
+  return graph.node(node).outputs.front();
+}
+
+absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) {
+  ir::Graph& graph = result.graph;
+  ValueId step = kInvalidValue;
+  if (options.kind == OptimizerKind::kAdam && !result.param_grads.empty()) {
+    step = graph.AddInput("adam.step", ir::I64({}), ir::ValueKind::kOptimizerState);
+  }
+  for (ValueId param : graph.InputsOfKind(ir::ValueKind::kParameter)) {
+    auto grad = result.param_grads.find(param);
+    if (grad == result.param_grads.end()) continue;
+    const ir::Value value = graph.value(param);
+    absl::StatusOr<ir::NodeId> node;
+    if (options.kind == OptimizerKind::kSgd) {
+      std::vector<ValueId> inputs = {param, grad->second};
+      if (options.momentum != 0.0) {
+        inputs.push_back(
+            graph.AddInput("momentum/" + value.name, value.type, ir::ValueKind::kOptimizerState));
+      }
+      ir::AttrMap attrs = {{"lr", options.lr},
+                           {"momentum", options.momentum},
+                           {"weight_decay", options.weight_decay}};
+      if (options.nesterov) attrs.Set("nesterov", true);
+      node = graph.AddNode(OpKind::kSgdUpdate, std::move(inputs), std::move(attrs),
+                           "update/" + value.name, ir::Phase::kUpdate);
+    } else {
+      const ValueId m =
+          graph.AddInput("adam.m/" + value.name, value.type, ir::ValueKind::kOptimizerState);
+      const ValueId v =
+          graph.AddInput("adam.v/" + value.name, value.type, ir::ValueKind::kOptimizerState);
+      node = graph.AddNode(OpKind::kAdamUpdate, {param, grad->second, m, v, step},
+                           {{"lr", options.lr},
+                            {"beta1", options.beta1},
+                            {"beta2", options.beta2},
+                            {"epsilon", options.epsilon},
+                            {"weight_decay", options.weight_decay},
+                            {"decoupled", options.decoupled}},
+                           "update/" + value.name, ir::Phase::kUpdate);
+    }
+    if (!node.ok()) return node.status();
+    for (ValueId out : graph.node(*node).outputs) graph.AddOutput(out);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
+                                                 const OptimizerOptions& optimizer) {
+  if (forward.outputs().size() != 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("the forward graph must have exactly one output, the loss; it has {}",
+                    forward.outputs().size()));
+  }
+  const ValueId loss = forward.outputs().front();
+  const ir::TensorType& loss_type = forward.value(loss).type;
+  if (!loss_type.shape.empty() || !ir::IsFloating(loss_type.dtype)) {
+    return absl::InvalidArgumentError(fmt::format("the loss '{}' must be a float scalar, got {}",
+                                                  forward.value(loss).name,
+                                                  ir::TypeToString(loss_type)));
+  }
+  const std::vector<ir::NodeId> order = forward.TopologicalOrder();
+  if (static_cast<int64_t>(order.size()) != forward.num_nodes()) {
+    return absl::InvalidArgumentError("the forward graph has a cycle");
+  }
+
+  TrainingGraph result{forward, loss, {}, {}};
+  ir::Graph& graph = result.graph;
+  // Forward values updated in place (running statistics) are results of the step.
+  for (ir::NodeId id : order) {
+    const ir::Node& node = forward.node(id);
+    for (const auto& [out, in] : ir::GetOpDef(node.op).in_place) {
+      if (out < static_cast<int>(node.outputs.size())) {
+        graph.AddOutput(node.outputs[static_cast<size_t>(out)]);
+      }
+    }
+  }
+
+  const std::vector<bool> depends = DependsOnParameters(forward, order);
+  std::vector<std::vector<ValueId>> partials(static_cast<size_t>(forward.num_values()));
+  ASSIGN_OR_RETURN(ir::NodeId seed,
+                   graph.AddNode(OpKind::kFill, {},
+                                 {{"shape", ir::IntList{}},
+                                  {"value", 1.0},
+                                  {"dtype", std::string(ir::DTypeName(loss_type.dtype))}},
+                                 "grad/" + forward.value(loss).name, ir::Phase::kBackward));
+  partials[static_cast<size_t>(loss)].push_back(graph.node(seed).outputs.front());
+
+  std::vector<ValueId> grad_of(static_cast<size_t>(forward.num_values()), kInvalidValue);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const ir::Node node = forward.node(*it);
+    std::vector<ValueId> output_grads;
+    bool any_grad = false;
+    for (ValueId out : node.outputs) {
+      const std::vector<ValueId>& list = partials[static_cast<size_t>(out)];
+      ValueId total = kInvalidValue;
+      if (!list.empty()) {
+        ASSIGN_OR_RETURN(total, Accumulate(graph, forward.value(out), list));
+        grad_of[static_cast<size_t>(out)] = total;
+        any_grad = true;
+      }
+      output_grads.push_back(total);
+    }
+    if (!any_grad) continue;
+    std::vector<bool> wants;
+    bool any_wanted = false;
+    for (ValueId in : node.inputs) {
+      const bool want =
+          depends[static_cast<size_t>(in)] && ir::IsFloating(forward.value(in).type.dtype);
+      wants.push_back(want);
+      any_wanted = any_wanted || want;
+    }
+    if (!any_wanted || output_grads.front() == kInvalidValue) continue;
+    if (!HasGradientRule(node.op)) {
+      return absl::UnimplementedError(
+          fmt::format("node '{}': op {} is on the path to the loss but has no gradient rule",
+                      node.name, ir::OpName(node.op)));
+    }
+    GradientContext context(graph, node, output_grads, wants);
+    RETURN_IF_ERROR(ApplyGradientRule(context));
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ValueId grad = context.input_grads()[i];
+      if (grad != kInvalidValue) partials[static_cast<size_t>(node.inputs[i])].push_back(grad);
+    }
+  }
+
+  for (ValueId param : forward.InputsOfKind(ir::ValueKind::kParameter)) {
+    const std::vector<ValueId>& list = partials[static_cast<size_t>(param)];
+    if (list.empty()) {
+      result.params_without_gradient.push_back(param);
+      continue;
+    }
+    ASSIGN_OR_RETURN(ValueId grad, Accumulate(graph, forward.value(param), list));
+    result.param_grads[param] = grad;
+  }
+  RETURN_IF_ERROR(AddUpdates(result, optimizer));
+  return result;
+}
+
+}  // namespace spillway::autodiff
