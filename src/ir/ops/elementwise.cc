@@ -203,20 +203,6 @@ OpCost PerElementCost(const AttrMap& /*attrs*/, std::span<const TensorType> inpu
   return ElementwiseCost(inputs, outputs, kFlopsPerElement);
 }
 
-OpDef MakeDef(OpKind kind, OpClass op_class, int min_inputs, int max_inputs, bool differentiable,
-              ValidateFn validate, InferFn infer, CostFn cost) {
-  OpDef def;
-  def.kind = kind;
-  def.op_class = op_class;
-  def.min_inputs = min_inputs;
-  def.max_inputs = max_inputs;
-  def.differentiable = differentiable;
-  def.validate = validate;
-  def.infer = infer;
-  def.cost = cost;
-  return def;
-}
-
 }  // namespace
 
 void RegisterElementwiseOps(std::vector<OpDef>& defs) {

@@ -15,20 +15,6 @@ namespace {
 
 using Types = std::vector<TensorType>;
 
-OpDef MakeDef(OpKind kind, OpClass op_class, int min_inputs, int max_inputs, bool differentiable,
-              ValidateFn validate, InferFn infer, CostFn cost) {
-  OpDef def;
-  def.kind = kind;
-  def.op_class = op_class;
-  def.min_inputs = min_inputs;
-  def.max_inputs = max_inputs;
-  def.differentiable = differentiable;
-  def.validate = validate;
-  def.infer = infer;
-  def.cost = cost;
-  return def;
-}
-
 absl::Status ExpectMinRank(const TensorType& type, int64_t min_rank, int index,
                            std::string_view role) {
   if (type.rank() >= min_rank) return absl::OkStatus();

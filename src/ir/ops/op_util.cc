@@ -115,4 +115,18 @@ int64_t Elements(const TensorType& type) {
   return *n;
 }
 
+OpDef MakeDef(OpKind kind, OpClass op_class, int min_inputs, int max_inputs, bool differentiable,
+              ValidateFn validate, InferFn infer, CostFn cost) {
+  OpDef def;
+  def.kind = kind;
+  def.op_class = op_class;
+  def.min_inputs = min_inputs;
+  def.max_inputs = max_inputs;
+  def.differentiable = differentiable;
+  def.validate = validate;
+  def.infer = infer;
+  def.cost = cost;
+  return def;
+}
+
 }  // namespace spillway::ir::ops

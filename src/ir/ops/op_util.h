@@ -53,4 +53,8 @@ OpCost ElementwiseCost(std::span<const TensorType> inputs, std::span<const Tenso
 
 int64_t Elements(const TensorType& type);  // checked-valid element count
 
+// An OpDef with the common fields set; output names and in-place pairs are added after.
+OpDef MakeDef(OpKind kind, OpClass op_class, int min_inputs, int max_inputs, bool differentiable,
+              ValidateFn validate, InferFn infer, CostFn cost);
+
 }  // namespace spillway::ir::ops
