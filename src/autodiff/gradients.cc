@@ -1,7 +1,9 @@
+// The gradient rules, one function per forward op, following docs/ops.md and
+// the table in docs/autodiff.md. Rules read the forward values they need as
+// explicit inputs of the backward nodes: those edges are the saved tensors.
 #include "autodiff/gradients.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "fmt/format.h"
 #include "ir/builder.h"
@@ -48,19 +50,33 @@ ValueId GradientContext::ReduceTo(ValueId grad, const ir::TensorType& target,
   if (grad == kInvalidValue) return grad;
   const ir::TensorType& have = type(grad);
   if (have.shape == target.shape && have.layout == target.layout) return grad;
+  SPILLWAY_CHECK(have.shape.size() >= target.shape.size(),
+                 "a broadcast result has at least the rank of each operand");
   const size_t rank = have.shape.size();
   const size_t offset = rank - target.shape.size();
+  // Numpy broadcasting prepends axes and stretches axes of extent 1; the
+  // gradient sums over both. Only the stretched ones need keepdims (and then
+  // a reshape); prepended axes simply disappear.
   IntList axes;
+  bool stretched = false;
   for (size_t i = 0; i < rank; ++i) {
-    if (i < offset || (target.shape[i - offset] == 1 && have.shape[i] != 1)) {
+    if (i < offset) {
       axes.push_back(static_cast<int64_t>(i));
+    } else if (target.shape[i - offset] == 1 && have.shape[i] != 1) {
+      axes.push_back(static_cast<int64_t>(i));
+      stretched = true;
     }
   }
   ValueId reduced = grad;
   if (!axes.empty()) {
-    reduced = EmitOne(OpKind::kReduceSum, {grad}, {{"axes", axes}, {"keepdims", true}},
+    reduced = EmitOne(OpKind::kReduceSum, {grad}, {{"axes", axes}, {"keepdims", stretched}},
                       suffix + ".reduce");
+    if (reduced == kInvalidValue) return reduced;
   }
+  const ir::TensorType& now = type(reduced);
+  if (now.shape == target.shape && now.layout == target.layout) return reduced;
+  // The reshape restores the operand's shape and its layout tag (a matmul's
+  // result is row-major even where the operand was an NHWC activation).
   return EmitOne(OpKind::kReshape, {reduced},
                  {{"shape", target.shape}, {"layout", std::string(ir::LayoutName(target.layout))}},
                  suffix + ".reshape");
@@ -194,17 +210,28 @@ void MatMulGrad(GradientContext& c) {
 
 void LinearGrad(GradientContext& c) {
   if (c.wants(0)) {
-    ValueId dx = c.EmitOne(OpKind::kMatMul, {c.dy(), c.input(1)}, {}, ".data");
-    c.SetInputGrad(0, c.ReduceTo(dx, c.type(c.input(0)), ".data"));
+    const ir::TensorType& x = c.type(c.input(0));
+    ValueId dy = c.dy();
+    if (x.rank() == 1) {
+      // matmul needs matrices: a single row [out] becomes [1,out] and back.
+      dy = c.EmitOne(OpKind::kReshape, {dy}, {{"shape", IntList{1, c.type(dy).shape[0]}}},
+                     ".data.rows");
+    }
+    const ValueId dx = c.EmitOne(OpKind::kMatMul, {dy, c.input(1)}, {}, ".data");
+    if (x.rank() == 1) {
+      c.SetInputGrad(0, c.EmitOne(OpKind::kReshape, {dx}, {{"shape", x.shape}}, ".data.reshape"));
+    } else {
+      c.SetInputGrad(0, c.ReduceTo(dx, x, ".data"));
+    }
   }
   if (c.wants(1)) {
     c.SetInputGrad(1,
                    c.EmitOne(OpKind::kLinearBackwardWeight, {c.dy(), c.input(0)}, {}, ".weight"));
   }
   if (c.node().inputs.size() > 2 && c.wants(2)) {
-    IntList leading(static_cast<size_t>(c.type(c.dy()).rank() - 1));
-    std::iota(leading.begin(), leading.end(), 0);
-    c.SetInputGrad(2, c.EmitOne(OpKind::kReduceSum, {c.dy()}, {{"axes", leading}}, ".bias"));
+    // The bias is added to every row: its gradient sums dy over the leading
+    // axes, and is dy itself for a single row (x of rank 1).
+    c.SetInputGrad(2, c.ReduceTo(c.dy(), c.type(c.input(2)), ".bias"));
   }
 }
 

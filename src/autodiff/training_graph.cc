@@ -16,15 +16,18 @@ using ir::kInvalidValue;
 using ir::OpKind;
 using ir::ValueId;
 
-// Values whose gradient the loss can need: parameters and everything computed from them.
+// Values whose gradient the loss can need: parameters and everything computed
+// from them. This follows every op, differentiable or not, so that an op
+// without a gradient rule on the way from a parameter to the loss is reported
+// rather than silently cutting the parameter off.
 std::vector<bool> DependsOnParameters(const ir::Graph& graph,
                                       const std::vector<ir::NodeId>& order) {
   std::vector<bool> depends(static_cast<size_t>(graph.num_values()), false);
-  for (ValueId id : graph.InputsOfKind(ir::ValueKind::kParameter))
+  for (ValueId id : graph.InputsOfKind(ir::ValueKind::kParameter)) {
     depends[static_cast<size_t>(id)] = true;
+  }
   for (ir::NodeId id : order) {
     const ir::Node& node = graph.node(id);
-    if (!ir::GetOpDef(node.op).differentiable) continue;
     const bool any = std::any_of(node.inputs.begin(), node.inputs.end(),
                                  [&](ValueId v) { return depends[static_cast<size_t>(v)]; });
     if (!any) continue;
@@ -34,8 +37,18 @@ std::vector<bool> DependsOnParameters(const ir::Graph& graph,
 }
 
 // The sum of the partial gradients of a value, with one add_n at fan-out.
+// A gradient of another shape than its value is a bug in a rule; it is
+// reported with both names rather than left for a kernel to trip over.
 absl::StatusOr<ValueId> Accumulate(ir::Graph& graph, const ir::Value& value,
                                    const std::vector<ValueId>& partials) {
+  for (ValueId partial : partials) {
+    const ir::Value& grad = graph.value(partial);
+    if (grad.type.shape != value.type.shape || grad.type.dtype != value.type.dtype) {
+      return absl::InternalError(fmt::format("gradient '{}' {} does not match value '{}' {}",
+                                             grad.name, ir::TypeToString(grad.type), value.name,
+                                             ir::TypeToString(value.type)));
+    }
+  }
   if (partials.size() == 1) return partials.front();
   ASSIGN_OR_RETURN(ir::NodeId node,
                    graph.AddNode(OpKind::kAddN, partials, {}, "grad/" + value.name + ".accumulate",
@@ -48,6 +61,7 @@ absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) 
   ValueId step = kInvalidValue;
   if (options.kind == OptimizerKind::kAdam && !result.param_grads.empty()) {
     step = graph.AddInput("adam.step", ir::I64({}), ir::ValueKind::kOptimizerState);
+    result.adam_step = step;
   }
   for (ValueId param : graph.InputsOfKind(ir::ValueKind::kParameter)) {
     auto grad = result.param_grads.find(param);
@@ -59,6 +73,7 @@ absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) 
       if (options.momentum != 0.0) {
         inputs.push_back(
             graph.AddInput("momentum/" + value.name, value.type, ir::ValueKind::kOptimizerState));
+        result.optimizer_state[param] = {inputs.back()};
       }
       ir::AttrMap attrs = {{"lr", options.lr},
                            {"momentum", options.momentum},
@@ -71,6 +86,7 @@ absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) 
           graph.AddInput("adam.m/" + value.name, value.type, ir::ValueKind::kOptimizerState);
       const ValueId v =
           graph.AddInput("adam.v/" + value.name, value.type, ir::ValueKind::kOptimizerState);
+      result.optimizer_state[param] = {m, v};
       node = graph.AddNode(OpKind::kAdamUpdate, {param, grad->second, m, v, step},
                            {{"lr", options.lr},
                             {"beta1", options.beta1},
@@ -81,6 +97,7 @@ absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) 
                            "update/" + value.name, ir::Phase::kUpdate);
     }
     if (!node.ok()) return node.status();
+    result.updated_params[param] = graph.node(*node).outputs.front();
     for (ValueId out : graph.node(*node).outputs) graph.AddOutput(out);
   }
   return absl::OkStatus();
@@ -90,6 +107,13 @@ absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) 
 
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
                                                  const OptimizerOptions& optimizer) {
+  for (const ir::Node& node : forward.nodes()) {
+    if (node.phase != ir::Phase::kForward) {
+      return absl::InvalidArgumentError(
+          fmt::format("node '{}' ({}) is in the {} phase: the input must be a forward graph",
+                      node.name, ir::OpName(node.op), ir::PhaseName(node.phase)));
+    }
+  }
   if (forward.outputs().size() != 1) {
     return absl::InvalidArgumentError(
         fmt::format("the forward graph must have exactly one output, the loss; it has {}",
@@ -107,7 +131,9 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
     return absl::InvalidArgumentError("the forward graph has a cycle");
   }
 
-  TrainingGraph result{forward, loss, {}, {}};
+  TrainingGraph result;
+  result.graph = forward;
+  result.loss = loss;
   ir::Graph& graph = result.graph;
   // Forward values updated in place (running statistics) are results of the step.
   for (ir::NodeId id : order) {
@@ -129,7 +155,6 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
                                  "grad/" + forward.value(loss).name, ir::Phase::kBackward));
   partials[static_cast<size_t>(loss)].push_back(graph.node(seed).outputs.front());
 
-  std::vector<ValueId> grad_of(static_cast<size_t>(forward.num_values()), kInvalidValue);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node node = forward.node(*it);
     std::vector<ValueId> output_grads;
@@ -139,7 +164,6 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
       ValueId total = kInvalidValue;
       if (!list.empty()) {
         ASSIGN_OR_RETURN(total, Accumulate(graph, forward.value(out), list));
-        grad_of[static_cast<size_t>(out)] = total;
         any_grad = true;
       }
       output_grads.push_back(total);
@@ -153,6 +177,8 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
       wants.push_back(want);
       any_wanted = any_wanted || want;
     }
+    // Only the first output of the multi-output ops (batch norm, layer norm)
+    // carries a gradient; their statistics feed nothing differentiable.
     if (!any_wanted || output_grads.front() == kInvalidValue) continue;
     if (!HasGradientRule(node.op)) {
       return absl::UnimplementedError(

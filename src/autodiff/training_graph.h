@@ -3,13 +3,16 @@
 // tensors as explicit inputs), and one optimizer update per parameter.
 //
 // The training graph extends a copy of the forward graph, so every forward
-// value and node keeps its id.
+// value and node keeps its id. Its outputs are the loss, the updated running
+// statistics of batch norm, and every update's outputs (parameters and
+// optimizer state, written in place over their inputs).
 #pragma once
 
 #include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/builder.h"
 #include "ir/graph.h"
 
 namespace spillway::autodiff {
@@ -31,10 +34,14 @@ struct OptimizerOptions {
 };
 
 struct TrainingGraph {
-  ir::Graph graph;
+  ir::Graph graph = ir::Graph("training");
   ir::ValueId loss = 0;
-  std::map<ir::ValueId, ir::ValueId> param_grads;    // parameter -> its gradient
-  std::vector<ir::ValueId> params_without_gradient;  // no path to the loss: not updated
+  std::map<ir::ValueId, ir::ValueId> param_grads;     // parameter -> its gradient
+  std::vector<ir::ValueId> params_without_gradient;   // no path to the loss: not updated
+  std::map<ir::ValueId, ir::ValueId> updated_params;  // parameter -> the update's output
+  // parameter -> its state inputs: [momentum_buf] for SGD with momentum, [m, v] for Adam.
+  std::map<ir::ValueId, std::vector<ir::ValueId>> optimizer_state;
+  ir::ValueId adam_step = ir::kInvalidValue;  // Adam's shared i64[] step counter
 };
 
 // Errors: the forward graph does not have exactly one output, a scalar float
