@@ -5,9 +5,14 @@
 // that autodiff makes from it are both Graphs; each node carries the phase it
 // belongs to. Nodes are stored in creation order and a node's inputs must exist
 // when it is added, so creation order is always one topological order.
+//
+// Values and nodes live in deques: a reference to one stays valid while more
+// are added. Passes rely on it (a gradient rule holds its forward node and the
+// types of its operands while it emits backward nodes).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,8 +93,8 @@ class Graph {
   const Value& value(ValueId id) const { return values_.at(static_cast<size_t>(id)); }
   const Node& node(NodeId id) const { return nodes_.at(static_cast<size_t>(id)); }
   Node& mutable_node(NodeId id) { return nodes_.at(static_cast<size_t>(id)); }
-  const std::vector<Value>& values() const { return values_; }
-  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::deque<Value>& values() const { return values_; }
+  const std::deque<Node>& nodes() const { return nodes_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
   int64_t num_values() const { return static_cast<int64_t>(values_.size()); }
@@ -116,8 +121,8 @@ class Graph {
                    int output_index);
 
   std::string name_;
-  std::vector<Value> values_;
-  std::vector<Node> nodes_;
+  std::deque<Value> values_;
+  std::deque<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   absl::flat_hash_map<std::string, ValueId> value_by_name_;

@@ -44,6 +44,23 @@ TEST(GraphTest, NodeAndValueNamesAreSuffixedIndependently) {
   EXPECT_EQ(graph.FindNode("r_1"), second);
 }
 
+TEST(GraphTest, ReferencesToValuesAndNodesStayValidAsTheGraphGrows) {
+  // Gradient rules hold a forward node and its operand types while they emit
+  // backward nodes; a vector-backed graph would move them on reallocation.
+  Graph graph;
+  ValueId x = graph.AddInput("x", F32({2, 3}));
+  NodeId first = AddRelu(graph, x, "r");
+  const Value& input = graph.value(x);
+  const Node& node = graph.node(first);
+  const TensorType& type = input.type;
+  ValueId last = node.outputs[0];
+  for (int i = 0; i < 4096; ++i) last = graph.node(AddRelu(graph, last, "r")).outputs[0];
+  EXPECT_EQ(&graph.value(x), &input);
+  EXPECT_EQ(&graph.node(first), &node);
+  EXPECT_EQ(type.shape, (Shape{2, 3}));
+  EXPECT_EQ(node.name, "r");
+}
+
 TEST(GraphTest, OutputsOfAMultiOutputOpAreNamedAfterTheNode) {
   Graph graph;
   ValueId param = graph.AddInput("w", F32({4}), ValueKind::kParameter);
