@@ -12,8 +12,6 @@
 
 namespace spillway::ir {
 
-inline constexpr ValueId kInvalidValue = -1;
-
 class GraphBuilder {
  public:
   explicit GraphBuilder(Graph& graph) : graph_(graph) {}

@@ -29,6 +29,7 @@ namespace spillway::ir {
 using ValueId = int32_t;
 using NodeId = int32_t;
 inline constexpr NodeId kNoNode = -1;
+inline constexpr ValueId kInvalidValue = -1;
 
 enum class Phase : uint8_t { kForward, kBackward, kUpdate };
 std::string_view PhaseName(Phase phase);  // "forward", "backward", "update"

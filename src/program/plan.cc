@@ -1,0 +1,103 @@
+#include "program/plan.h"
+
+#include <algorithm>
+
+#include "fmt/format.h"
+#include "ir/op_registry.h"
+
+namespace spillway::program {
+
+std::string_view DecisionName(Decision decision) {
+  switch (decision) {
+    case Decision::kKeep:
+      return "keep";
+    case Decision::kSpill:
+      return "spill";
+    case Decision::kRecompute:
+      return "recompute";
+  }
+  return "?";
+}
+
+std::optional<Decision> ParseDecision(std::string_view name) {
+  for (Decision decision : {Decision::kKeep, Decision::kSpill, Decision::kRecompute}) {
+    if (DecisionName(decision) == name) return decision;
+  }
+  return std::nullopt;
+}
+
+int Plan::Count(Decision decision) const {
+  return static_cast<int>(std::count_if(tensors_.begin(), tensors_.end(), [&](const TensorPlan& t) {
+    return t.decision == decision;
+  }));
+}
+
+namespace {
+
+// Produced by a forward node and not an in-place alias of one of its inputs.
+bool IsForwardActivation(const ir::Graph& graph, ir::ValueId value) {
+  const ir::Value& v = graph.value(value);
+  if (v.producer == ir::kNoNode) return false;
+  const ir::Node& producer = graph.node(v.producer);
+  if (producer.phase != ir::Phase::kForward) return false;
+  for (const auto& [output, input] : ir::GetOpDef(producer.op).in_place) {
+    if (output == v.output_index) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CanSpill(const ir::Graph& graph, ir::ValueId value) {
+  return IsForwardActivation(graph, value);
+}
+
+bool CanRecompute(const ir::Graph& graph, ir::ValueId value) {
+  if (!IsForwardActivation(graph, value)) return false;
+  const ir::Value& v = graph.value(value);
+  if (v.output_index != 0) return false;
+  const ir::Node& producer = graph.node(v.producer);
+  // The loss is the graph's output: it lives to the end of the step anyway.
+  return ir::GetOpDef(producer.op).op_class != ir::OpClass::kLoss;
+}
+
+absl::Status ApplyPins(const ir::Graph& graph, Plan& plan) {
+  for (const ir::Node& node : graph.nodes()) {
+    if (!node.attrs.Has(kMemoryAttr)) continue;
+    absl::StatusOr<std::string> pin = node.attrs.GetString(kMemoryAttr);
+    if (!pin.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("node '{}': attribute '{}' must be a string", node.name, kMemoryAttr));
+    }
+    std::optional<Decision> decision = ParseDecision(*pin);
+    if (!decision) {
+      return absl::InvalidArgumentError(fmt::format(
+          "node '{}': {} = \"{}\" is not keep, spill or recompute", node.name, kMemoryAttr, *pin));
+    }
+    if (node.outputs.empty()) continue;
+    const ir::ValueId value = node.outputs.front();
+    switch (*decision) {
+      case Decision::kKeep:
+        plan.Keep(value);
+        break;
+      case Decision::kSpill:
+        if (!CanSpill(graph, value)) {
+          return absl::InvalidArgumentError(fmt::format(
+              "node '{}' ({}): its output cannot be spilled: only forward activations can",
+              node.name, ir::OpName(node.op)));
+        }
+        plan.Spill(value);
+        break;
+      case Decision::kRecompute:
+        if (!CanRecompute(graph, value)) {
+          return absl::InvalidArgumentError(fmt::format(
+              "node '{}' ({}): its output cannot be recomputed", node.name, ir::OpName(node.op)));
+        }
+        plan.Recompute(value);
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace spillway::program

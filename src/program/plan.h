@@ -1,0 +1,76 @@
+// A Plan: for every saved tensor of a training graph, whether it stays on the
+// device, is spilled to host memory and fetched back, or is recomputed. It is
+// what a policy decides and what the rewriter (program/rewriter.h) turns into
+// a Program; it holds no timing and no layout.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "ir/graph.h"
+
+namespace spillway::program {
+
+enum class Decision : uint8_t { kKeep, kSpill, kRecompute };
+std::string_view DecisionName(Decision decision);  // "keep", "spill", "recompute"
+std::optional<Decision> ParseDecision(std::string_view name);
+
+// The node attribute that pins the decision for a node's first output, for
+// tests and for users who know better: memory = "keep" | "spill" | "recompute".
+inline constexpr std::string_view kMemoryAttr = "memory";
+
+struct TensorPlan {
+  Decision decision = Decision::kKeep;
+  // Spill only: the schedule step before which the fetch back is issued on the
+  // host-to-device stream. -1 issues it just in time, before the first step
+  // that needs the tensor back.
+  int fetch_step = -1;
+};
+
+class Plan {
+ public:
+  Plan() = default;
+  // Everything kept.
+  Plan(std::string policy, const ir::Graph& graph)
+      : policy_(std::move(policy)), tensors_(static_cast<size_t>(graph.num_values())) {}
+
+  const std::string& policy() const { return policy_; }
+  void set_policy(std::string policy) { policy_ = std::move(policy); }
+
+  const TensorPlan& at(ir::ValueId value) const { return tensors_.at(static_cast<size_t>(value)); }
+  Decision decision(ir::ValueId value) const { return at(value).decision; }
+  void Keep(ir::ValueId value) { tensors_.at(static_cast<size_t>(value)) = {}; }
+  void Spill(ir::ValueId value, int fetch_step = -1) {
+    tensors_.at(static_cast<size_t>(value)) = {Decision::kSpill, fetch_step};
+  }
+  void Recompute(ir::ValueId value) {
+    tensors_.at(static_cast<size_t>(value)) = {Decision::kRecompute, -1};
+  }
+  size_t size() const { return tensors_.size(); }
+
+  // How many values have each decision.
+  int Count(Decision decision) const;
+
+ private:
+  std::string policy_;
+  std::vector<TensorPlan> tensors_;  // indexed by value id
+};
+
+// Whether a value may be recomputed: it is produced by a forward node, it is
+// that node's first output (statistics and in-place outputs are not), and the
+// op is safe to re-run (everything but the loss; dropout replays its seed,
+// batch norm re-normalizes with the saved statistics).
+bool CanRecompute(const ir::Graph& graph, ir::ValueId value);
+
+// Whether a value may be spilled: produced by a forward node and not written
+// in place over an input.
+bool CanSpill(const ir::Graph& graph, ir::ValueId value);
+
+// The pins of the graph (kMemoryAttr): applies them to `plan`. Errors name the
+// node whose pin is unknown or impossible (recomputing what cannot be).
+absl::Status ApplyPins(const ir::Graph& graph, Plan& plan);
+
+}  // namespace spillway::program

@@ -1,0 +1,87 @@
+#include "program/program.h"
+
+#include "fmt/format.h"
+#include "support/units.h"
+
+namespace spillway::program {
+
+std::string_view StreamName(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute:
+      return "compute";
+    case Stream::kDeviceToHost:
+      return "d2h";
+    case Stream::kHostToDevice:
+      return "h2d";
+  }
+  return "?";
+}
+
+std::string_view InstructionKindName(InstructionKind kind) {
+  switch (kind) {
+    case InstructionKind::kAlloc:
+      return "alloc";
+    case InstructionKind::kFree:
+      return "free";
+    case InstructionKind::kCompute:
+      return "compute";
+    case InstructionKind::kRecompute:
+      return "recompute";
+    case InstructionKind::kCopyToHost:
+      return "copy_to_host";
+    case InstructionKind::kCopyToDevice:
+      return "copy_to_device";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string BufferList(const Program& program, const std::vector<BufferId>& ids) {
+  std::string text;
+  for (BufferId id : ids) {
+    if (!text.empty()) text += ", ";
+    text += id == kNoBuffer ? std::string("-") : program.buffer(id).name;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string ProgramToText(const Program& program) {
+  std::string text = fmt::format("program: {} buffers, {} instructions, {} events, arena {}\n",
+                                 program.buffers.size(), program.instructions.size(),
+                                 program.num_events, FormatBytes(program.arena_bytes));
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    std::string line = fmt::format("{:5} {:8} {:15}", i, StreamName(instruction.stream),
+                                   InstructionKindName(instruction.kind));
+    switch (instruction.kind) {
+      case InstructionKind::kAlloc:
+      case InstructionKind::kFree: {
+        const Buffer& buffer = program.buffer(instruction.buffer);
+        line +=
+            fmt::format(" {} ({} at {})", buffer.name, FormatBytes(buffer.bytes), buffer.offset);
+        break;
+      }
+      case InstructionKind::kCompute:
+      case InstructionKind::kRecompute:
+        line += fmt::format(
+            " {} ({}) reads [{}] writes [{}]", program.graph->node(instruction.node).name,
+            ir::OpName(program.graph->node(instruction.node).op),
+            BufferList(program, instruction.reads), BufferList(program, instruction.writes));
+        break;
+      case InstructionKind::kCopyToHost:
+      case InstructionKind::kCopyToDevice:
+        line += fmt::format(" {} -> {}", BufferList(program, instruction.reads),
+                            BufferList(program, instruction.writes));
+        break;
+    }
+    for (EventId event : instruction.waits) line += fmt::format(" wait e{}", event);
+    if (instruction.record != kNoEvent) line += fmt::format(" record e{}", instruction.record);
+    text += line + "\n";
+  }
+  return text;
+}
+
+}  // namespace spillway::program

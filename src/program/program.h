@@ -1,0 +1,93 @@
+// The Program: the contract between planning and execution. An ordered list of
+// instructions, each bound to one of three streams, synchronised by events,
+// with every device buffer allocated and freed explicitly at an offset of one
+// arena. The simulator (src/sim) times it; the runtime executes it. A Program
+// that the verifier (program/verifier.h) accepts cannot read a buffer that is
+// not resident and cannot use more device memory than its arena.
+//
+// Semantics:
+// - Each stream runs its instructions in list order. An instruction starts
+//   when its stream has finished the previous one and every event it waits on
+//   has been recorded; it records its event, if any, when it finishes.
+// - The list order is a valid order of the whole Program: an instruction only
+//   waits on events recorded by instructions earlier in the list. That makes
+//   the event graph acyclic by construction, and the verifier checks it.
+// - kAlloc and kFree take no time. A free never holds up its stream: it takes
+//   effect once its stream reaches it and its events have been recorded, and
+//   the instructions after it on the stream do not wait for it. An alloc whose
+//   arena range was used by an earlier buffer waits on that buffer's free.
+// - Persistent buffers (parameters, optimizer state, batch-norm statistics,
+//   the input batch) are allocated first and never freed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace spillway::program {
+
+using BufferId = int32_t;
+using EventId = int32_t;
+inline constexpr BufferId kNoBuffer = -1;
+inline constexpr EventId kNoEvent = -1;
+
+enum class Stream : uint8_t { kCompute, kDeviceToHost, kHostToDevice };
+inline constexpr int kNumStreams = 3;
+std::string_view StreamName(Stream stream);  // "compute", "d2h", "h2d"
+
+enum class Memory : uint8_t { kDevice, kHost };
+
+struct Buffer {
+  BufferId id = 0;
+  std::string name;  // "conv1", "conv1@host", "conv1@fetch", "conv1@recompute"
+  ir::ValueId value = ir::kInvalidValue;
+  int64_t bytes = 0;
+  Memory memory = Memory::kDevice;
+  bool persistent = false;  // allocated at the start and never freed
+  int64_t offset = -1;      // device buffers: offset in the arena
+};
+
+enum class InstructionKind : uint8_t {
+  kAlloc,         // `buffer` becomes resident (its contents undefined)
+  kFree,          // `buffer` is released
+  kCompute,       // runs `node`: reads `reads`, writes `writes`
+  kRecompute,     // re-runs forward `node` to rebuild a freed value
+  kCopyToHost,    // d2h: reads[0] (device) -> writes[0] (host)
+  kCopyToDevice,  // h2d: reads[0] (host) -> writes[0] (device)
+};
+std::string_view InstructionKindName(InstructionKind kind);
+
+struct Instruction {
+  InstructionKind kind = InstructionKind::kCompute;
+  Stream stream = Stream::kCompute;
+  ir::NodeId node = ir::kNoNode;  // compute and recompute
+  BufferId buffer = kNoBuffer;    // alloc and free
+  // Compute: one entry per node input / output, in order (an output that is
+  // not produced — an unused statistic of a recompute — is kNoBuffer).
+  // Copies: the source and the destination.
+  std::vector<BufferId> reads;
+  std::vector<BufferId> writes;
+  std::vector<EventId> waits;
+  EventId record = kNoEvent;
+  int step = -1;  // the schedule step this instruction belongs to, for reports
+};
+
+struct Program {
+  const ir::Graph* graph = nullptr;  // the training graph; outlives the Program
+  std::vector<ir::NodeId> schedule;  // the order the compute stream runs the graph in
+  std::vector<Buffer> buffers;
+  std::vector<Instruction> instructions;
+  int num_events = 0;
+  int64_t arena_bytes = 0;  // the device arena: every device buffer lies inside it
+  int64_t host_bytes = 0;   // the host pool for spilled tensors
+
+  const Buffer& buffer(BufferId id) const { return buffers.at(static_cast<size_t>(id)); }
+};
+
+// A readable listing, one instruction a line, for dumps and test failures.
+std::string ProgramToText(const Program& program);
+
+}  // namespace spillway::program

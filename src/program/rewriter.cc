@@ -1,0 +1,456 @@
+#include "program/rewriter.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "fmt/format.h"
+#include "ir/op_registry.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::program {
+
+std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph) {
+  std::vector<ir::NodeId> order = graph.TopologicalOrder();
+  SPILLWAY_CHECK(static_cast<int64_t>(order.size()) == graph.num_nodes(),
+                 "a training graph has no cycles");
+  return order;
+}
+
+namespace {
+
+constexpr int kForever = INT_MAX;
+
+// A batch norm in training mode re-normalizes with the statistics it saved the
+// first time, so that the recomputed output is bitwise the original.
+bool RecomputeReadsSavedStatistics(const ir::Node& node) {
+  if (node.op != ir::OpKind::kBatchNorm) return false;
+  absl::StatusOr<bool> training = node.attrs.GetBool("training", true);
+  return training.ok() && *training;
+}
+
+class Rewriter {
+ public:
+  Rewriter(const ir::Graph& graph, std::vector<ir::NodeId> schedule, const Plan& plan)
+      : graph_(graph), plan_(plan) {
+    program_.graph = &graph;
+    program_.schedule = std::move(schedule);
+  }
+
+  absl::StatusOr<Program> Run() {
+    RETURN_IF_ERROR(CheckPlan());
+    Analyze();
+    AllocatePersistent();
+    for (int step = 0; step < static_cast<int>(program_.schedule.size()); ++step) {
+      for (ir::ValueId value : fetches_before_step_[static_cast<size_t>(step)]) {
+        if (Resident(value, step) == kNoBuffer) EmitFetch(value, step);
+      }
+      RETURN_IF_ERROR(EmitCompute(step));
+    }
+    InsertFrees();
+    return std::move(program_);
+  }
+
+ private:
+  struct Live {
+    BufferId buffer = kNoBuffer;
+    int expires_after = -1;  // the last step at which the buffer may still be read
+  };
+
+  absl::Status CheckPlan() const {
+    if (plan_.size() != static_cast<size_t>(graph_.num_values())) {
+      return absl::InvalidArgumentError(fmt::format(
+          "the plan covers {} values but the graph has {}", plan_.size(), graph_.num_values()));
+    }
+    for (const ir::Value& value : graph_.values()) {
+      const Decision decision = plan_.decision(value.id);
+      if (decision == Decision::kSpill && !CanSpill(graph_, value.id)) {
+        return absl::InvalidArgumentError(
+            fmt::format("the plan spills '{}', which is not a forward activation", value.name));
+      }
+      if (decision == Decision::kRecompute && !CanRecompute(graph_, value.id)) {
+        return absl::InvalidArgumentError(
+            fmt::format("the plan recomputes '{}', which cannot be recomputed", value.name));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Analyze() {
+    const size_t num_values = static_cast<size_t>(graph_.num_values());
+    const int num_steps = static_cast<int>(program_.schedule.size());
+    step_of_node_.assign(static_cast<size_t>(graph_.num_nodes()), -1);
+    for (int step = 0; step < num_steps; ++step) {
+      step_of_node_[static_cast<size_t>(program_.schedule[static_cast<size_t>(step)])] = step;
+    }
+    last_read_.assign(num_values, -1);
+    last_forward_read_.assign(num_values, -1);
+    first_late_read_.assign(num_values, kForever);
+    for (int step = 0; step < num_steps; ++step) {
+      const ir::Node& node = graph_.node(program_.schedule[static_cast<size_t>(step)]);
+      for (ir::ValueId input : node.inputs) {
+        const size_t v = static_cast<size_t>(input);
+        last_read_[v] = std::max(last_read_[v], step);
+        if (node.phase == ir::Phase::kForward) {
+          last_forward_read_[v] = std::max(last_forward_read_[v], step);
+        } else {
+          first_late_read_[v] = std::min(first_late_read_[v], step);
+        }
+      }
+    }
+    is_output_.assign(num_values, false);
+    for (ir::ValueId output : graph_.outputs()) is_output_[static_cast<size_t>(output)] = true;
+
+    live_.assign(num_values, Live{});
+    host_copy_.assign(num_values, kNoBuffer);
+    host_ready_.assign(num_values, kNoEvent);
+    pending_wait_.clear();
+    fetches_before_step_.assign(static_cast<size_t>(num_steps), {});
+    for (const ir::Value& value : graph_.values()) {
+      const TensorPlan& tensor = plan_.at(value.id);
+      if (tensor.decision != Decision::kSpill || tensor.fetch_step < 0) continue;
+      const size_t v = static_cast<size_t>(value.id);
+      if (first_late_read_[v] == kForever) continue;  // never read back
+      // A fetch cannot start before the forward pass is done with the
+      // original, nor later than the first step that reads it back.
+      const int produced = step_of_node_[static_cast<size_t>(value.producer)];
+      const int earliest = std::max(produced, last_forward_read_[v]) + 1;
+      const int step = std::clamp(tensor.fetch_step, earliest, first_late_read_[v]);
+      fetches_before_step_[static_cast<size_t>(step)].push_back(value.id);
+    }
+  }
+
+  BufferId NewBuffer(std::string name, ir::ValueId value, Memory memory, bool persistent) {
+    Buffer buffer;
+    buffer.id = static_cast<BufferId>(program_.buffers.size());
+    buffer.name = std::move(name);
+    buffer.value = value;
+    buffer.bytes = graph_.value(value).type.bytes();
+    buffer.memory = memory;
+    buffer.persistent = persistent;
+    program_.buffers.push_back(std::move(buffer));
+    return program_.buffers.back().id;
+  }
+
+  int Emit(Instruction instruction) {
+    program_.instructions.push_back(std::move(instruction));
+    return static_cast<int>(program_.instructions.size()) - 1;
+  }
+
+  EventId RecordEvent(int instruction_index) {
+    Instruction& instruction = program_.instructions[static_cast<size_t>(instruction_index)];
+    if (instruction.record == kNoEvent) instruction.record = program_.num_events++;
+    return instruction.record;
+  }
+
+  int EmitAlloc(BufferId buffer, Stream stream, int step) {
+    Instruction alloc;
+    alloc.kind = InstructionKind::kAlloc;
+    alloc.stream = stream;
+    alloc.buffer = buffer;
+    alloc.step = step;
+    return Emit(std::move(alloc));
+  }
+
+  void AllocatePersistent() {
+    for (ir::ValueId input : graph_.inputs()) {
+      const BufferId buffer = NewBuffer(graph_.value(input).name, input, Memory::kDevice, true);
+      EmitAlloc(buffer, Stream::kCompute, 0);
+      live_[static_cast<size_t>(input)] = {buffer, kForever};
+    }
+  }
+
+  // The device buffer that holds `value` for a read at `step`, if any.
+  BufferId Resident(ir::ValueId value, int step) const {
+    const Live& live = live_[static_cast<size_t>(value)];
+    return live.expires_after >= step ? live.buffer : kNoBuffer;
+  }
+
+  // Until when a buffer made at `step` for `value` must stay: to its last
+  // reader, or to the end of the step for a temporary of a recomputation.
+  int ExpiryOfRebuilt(ir::ValueId value, int step) const {
+    return std::max(step, last_read_[static_cast<size_t>(value)]);
+  }
+
+  void EmitFetch(ir::ValueId value, int step) {
+    const size_t v = static_cast<size_t>(value);
+    SPILLWAY_CHECK(host_copy_[v] != kNoBuffer, "a fetched value was spilled first");
+    const BufferId device =
+        NewBuffer(graph_.value(value).name + "@fetch", value, Memory::kDevice, false);
+    EmitAlloc(device, Stream::kHostToDevice, step);
+    Instruction copy;
+    copy.kind = InstructionKind::kCopyToDevice;
+    copy.stream = Stream::kHostToDevice;
+    copy.reads = {host_copy_[v]};
+    copy.writes = {device};
+    copy.waits = {host_ready_[v]};
+    copy.step = step;
+    const int index = Emit(std::move(copy));
+    pending_wait_[device] = RecordEvent(index);
+    live_[v] = {device, ExpiryOfRebuilt(value, step)};
+  }
+
+  void EmitSpill(ir::ValueId value, int producer_index, int step) {
+    const size_t v = static_cast<size_t>(value);
+    const BufferId host =
+        NewBuffer(graph_.value(value).name + "@host", value, Memory::kHost, false);
+    program_.host_bytes += program_.buffer(host).bytes;
+    Instruction copy;
+    copy.kind = InstructionKind::kCopyToHost;
+    copy.stream = Stream::kDeviceToHost;
+    copy.reads = {live_[v].buffer};
+    copy.writes = {host};
+    copy.waits = {RecordEvent(producer_index)};
+    copy.step = step;
+    const int index = Emit(std::move(copy));
+    host_copy_[v] = host;
+    host_ready_[v] = RecordEvent(index);
+  }
+
+  // The compute stream reads `buffer`: if it was fetched, wait for the copy
+  // once; the stream is in order, so later readers need not wait again.
+  void AddReadWait(BufferId buffer, std::vector<EventId>& waits) {
+    auto it = pending_wait_.find(buffer);
+    if (it == pending_wait_.end()) return;
+    waits.push_back(it->second);
+    pending_wait_.erase(it);
+  }
+
+  // Makes `value` resident for a read at `step`: fetches it back if it was
+  // spilled, else re-runs its producer from resident inputs, rebuilding those
+  // first where they are gone too.
+  absl::Status Materialize(ir::ValueId value, int step) {
+    if (Resident(value, step) != kNoBuffer) return absl::OkStatus();
+    const size_t v = static_cast<size_t>(value);
+    if (host_copy_[v] != kNoBuffer) {
+      EmitFetch(value, step);
+      return absl::OkStatus();
+    }
+    const ir::Value& val = graph_.value(value);
+    if (!CanRecompute(graph_, value)) {
+      return absl::InternalError(fmt::format(
+          "'{}' is needed at step {} but is gone and can be neither fetched nor recomputed",
+          val.name, step));
+    }
+    const ir::Node& node = graph_.node(val.producer);
+    std::vector<ir::ValueId> needed = node.inputs;
+    if (RecomputeReadsSavedStatistics(node)) {
+      needed.push_back(node.outputs[1]);
+      needed.push_back(node.outputs[2]);
+    }
+    for (ir::ValueId input : needed) RETURN_IF_ERROR(Materialize(input, step));
+
+    Instruction recompute;
+    recompute.kind = InstructionKind::kRecompute;
+    recompute.stream = Stream::kCompute;
+    recompute.node = node.id;
+    recompute.step = step;
+    for (ir::ValueId input : needed) {
+      const BufferId buffer = Resident(input, step);
+      recompute.reads.push_back(buffer);
+      AddReadWait(buffer, recompute.waits);
+    }
+    const BufferId rebuilt = NewBuffer(val.name + "@recompute", value, Memory::kDevice, false);
+    recompute.writes.assign(node.outputs.size(), kNoBuffer);
+    recompute.writes[0] = rebuilt;
+    EmitAlloc(rebuilt, Stream::kCompute, step);
+    Emit(std::move(recompute));
+    live_[v] = {rebuilt, ExpiryOfRebuilt(value, step)};
+    return absl::OkStatus();
+  }
+
+  int ExpiryOfOutput(ir::ValueId value, int step) const {
+    const size_t v = static_cast<size_t>(value);
+    if (is_output_[v]) return kForever;
+    const int last =
+        plan_.decision(value) == Decision::kKeep ? last_read_[v] : last_forward_read_[v];
+    return std::max(step, last);
+  }
+
+  absl::Status EmitCompute(int step) {
+    const ir::Node& node = graph_.node(program_.schedule[static_cast<size_t>(step)]);
+    for (ir::ValueId input : node.inputs) RETURN_IF_ERROR(Materialize(input, step));
+
+    Instruction compute;
+    compute.kind = InstructionKind::kCompute;
+    compute.stream = Stream::kCompute;
+    compute.node = node.id;
+    compute.step = step;
+    for (ir::ValueId input : node.inputs) {
+      const BufferId buffer = Resident(input, step);
+      compute.reads.push_back(buffer);
+      AddReadWait(buffer, compute.waits);
+    }
+    const ir::OpDef& def = ir::GetOpDef(node.op);
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const ir::ValueId output = node.outputs[i];
+      auto in_place = std::find_if(def.in_place.begin(), def.in_place.end(), [&](const auto& pair) {
+        return pair.first == static_cast<int>(i);
+      });
+      BufferId buffer;
+      if (in_place != def.in_place.end()) {
+        buffer = compute.reads[static_cast<size_t>(in_place->second)];
+        live_[static_cast<size_t>(output)] = {buffer, kForever};
+      } else {
+        buffer = NewBuffer(graph_.value(output).name, output, Memory::kDevice, false);
+        EmitAlloc(buffer, Stream::kCompute, step);
+        live_[static_cast<size_t>(output)] = {buffer, ExpiryOfOutput(output, step)};
+      }
+      compute.writes.push_back(buffer);
+    }
+    const int index = Emit(std::move(compute));
+    for (ir::ValueId output : node.outputs) {
+      if (plan_.decision(output) == Decision::kSpill &&
+          first_late_read_[static_cast<size_t>(output)] != kForever) {
+        EmitSpill(output, index, step);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A free right after each device buffer's last access, on the compute
+  // stream; it waits for the copies that touch the buffer, which the compute
+  // stream is not ordered with.
+  void InsertFrees() {
+    const std::vector<Instruction>& instructions = program_.instructions;
+    std::vector<int> last_access(program_.buffers.size(), -1);
+    std::vector<std::vector<EventId>> copy_events(program_.buffers.size());
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      const Instruction& instruction = instructions[i];
+      auto touch = [&](BufferId buffer) {
+        if (buffer == kNoBuffer) return;
+        last_access[static_cast<size_t>(buffer)] = static_cast<int>(i);
+        if (instruction.kind == InstructionKind::kCopyToHost ||
+            instruction.kind == InstructionKind::kCopyToDevice) {
+          copy_events[static_cast<size_t>(buffer)].push_back(instruction.record);
+        }
+      };
+      touch(instruction.buffer);
+      for (BufferId buffer : instruction.reads) touch(buffer);
+      for (BufferId buffer : instruction.writes) touch(buffer);
+    }
+    std::vector<std::vector<Instruction>> frees_after(instructions.size());
+    for (const Buffer& buffer : program_.buffers) {
+      if (buffer.memory != Memory::kDevice || buffer.persistent) continue;
+      if (is_output_[static_cast<size_t>(buffer.value)] &&
+          live_[static_cast<size_t>(buffer.value)].buffer == buffer.id) {
+        continue;  // a graph output lives to the end of the step
+      }
+      const int last = last_access[static_cast<size_t>(buffer.id)];
+      Instruction free;
+      free.kind = InstructionKind::kFree;
+      free.stream = Stream::kCompute;
+      free.buffer = buffer.id;
+      free.step = instructions[static_cast<size_t>(last)].step;
+      for (EventId event : copy_events[static_cast<size_t>(buffer.id)]) {
+        SPILLWAY_CHECK(event != kNoEvent, "every copy records an event");
+        free.waits.push_back(event);
+      }
+      frees_after[static_cast<size_t>(last)].push_back(std::move(free));
+    }
+    std::vector<Instruction> merged;
+    merged.reserve(instructions.size() + program_.buffers.size());
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      merged.push_back(std::move(program_.instructions[i]));
+      for (Instruction& free : frees_after[i]) merged.push_back(std::move(free));
+    }
+    program_.instructions = std::move(merged);
+  }
+
+  const ir::Graph& graph_;
+  const Plan& plan_;
+  Program program_;
+  std::vector<int> step_of_node_;
+  std::vector<int> last_read_;
+  std::vector<int> last_forward_read_;
+  std::vector<int> first_late_read_;  // first backward or update reader
+  std::vector<bool> is_output_;
+  std::vector<Live> live_;
+  std::vector<BufferId> host_copy_;
+  std::vector<EventId> host_ready_;
+  std::map<BufferId, EventId> pending_wait_;
+  std::vector<std::vector<ir::ValueId>> fetches_before_step_;
+};
+
+}  // namespace
+
+absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
+                                const Plan& plan) {
+  return Rewriter(graph, std::move(schedule), plan).Run();
+}
+
+void AssignArena(Program& program, HeapAlgorithm& heap) {
+  std::vector<int> free_index(program.buffers.size(), -1);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind == InstructionKind::kAlloc) {
+      heap.Alloc(instruction.buffer, program.buffer(instruction.buffer).bytes);
+    } else if (instruction.kind == InstructionKind::kFree) {
+      heap.Free(instruction.buffer);
+      free_index[static_cast<size_t>(instruction.buffer)] = static_cast<int>(i);
+    }
+  }
+  const HeapLayout layout = heap.Finish();
+  for (const auto& [buffer, offset] : layout.offsets) {
+    program.buffers[static_cast<size_t>(buffer)].offset = offset;
+  }
+  program.arena_bytes = layout.arena_bytes;
+
+  // Which buffer last held each byte range, in program order: an alloc waits
+  // on the frees of the buffers whose bytes it takes over. Earlier occupants
+  // are ordered before those through their own successors' waits.
+  struct Segment {
+    int64_t end = 0;
+    BufferId buffer = kNoBuffer;
+  };
+  std::map<int64_t, Segment> occupant;  // start -> segment
+  auto split_at = [&](int64_t at) {
+    auto it = occupant.upper_bound(at);
+    if (it == occupant.begin()) return;
+    --it;
+    if (it->first < at && it->second.end > at) {
+      occupant[at] = {it->second.end, it->second.buffer};
+      it->second.end = at;
+    }
+  };
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (program.instructions[i].kind != InstructionKind::kAlloc) continue;
+    const Buffer& buffer = program.buffer(program.instructions[i].buffer);
+    if (buffer.bytes == 0) continue;
+    const int64_t begin = buffer.offset;
+    const int64_t end = buffer.offset + buffer.bytes;
+    split_at(begin);
+    split_at(end);
+    std::set<BufferId> previous;
+    for (auto it = occupant.lower_bound(begin); it != occupant.end() && it->first < end;) {
+      previous.insert(it->second.buffer);
+      it = occupant.erase(it);
+    }
+    occupant[begin] = {end, buffer.id};
+    for (BufferId before : previous) {
+      const int index = free_index[static_cast<size_t>(before)];
+      SPILLWAY_CHECK(index >= 0 && index < static_cast<int>(i),
+                     "arena bytes are reused only after their previous buffer is freed");
+      Instruction& free = program.instructions[static_cast<size_t>(index)];
+      Instruction& alloc = program.instructions[i];
+      // Same stream and nothing to wait for: stream order already says it.
+      if (free.stream == alloc.stream && free.waits.empty()) continue;
+      if (free.record == kNoEvent) free.record = program.num_events++;
+      alloc.waits.push_back(free.record);
+    }
+  }
+}
+
+absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
+                                     const std::vector<ir::NodeId>& schedule, const Plan& plan) {
+  ASSIGN_OR_RETURN(Program program, Rewrite(graph, schedule, plan));
+  BestFitHeap heap;
+  AssignArena(program, heap);
+  return program;
+}
+
+}  // namespace spillway::program

@@ -1,0 +1,42 @@
+// From a training graph and a Plan to a Program, in two passes:
+//
+// 1. `Rewrite` emits the instructions and nothing else (it is kept dumb: the
+//    Plan has made every decision). The compute stream runs the schedule; a
+//    spilled tensor is copied to host memory on the d2h stream right after it
+//    is produced and fetched back on the h2d stream before the Plan's fetch
+//    step; a recomputed tensor is re-run, from whatever is resident, right
+//    before the first instruction that needs it. Every device buffer is freed
+//    right after its last access.
+// 2. `AssignArena` places every device buffer in one arena with a heap
+//    algorithm, in program order, and makes each reuse of arena bytes an
+//    event dependency: an alloc waits on the free of the buffer that held its
+//    bytes before.
+//
+// `BuildProgram` runs both. The result satisfies program/verifier.h.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
+#include "program/memory_layout.h"
+#include "program/plan.h"
+#include "program/program.h"
+
+namespace spillway::program {
+
+// The order the compute stream runs a training graph in: forward, backward,
+// update, as the graph's deterministic topological order gives it.
+std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph);
+
+// Errors: the Plan spills or recomputes a value that cannot be (named).
+absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
+                                const Plan& plan);
+
+void AssignArena(Program& program, HeapAlgorithm& heap);
+
+// Rewrite, then AssignArena with a BestFitHeap.
+absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
+                                     const std::vector<ir::NodeId>& schedule, const Plan& plan);
+
+}  // namespace spillway::program

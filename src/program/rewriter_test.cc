@@ -1,0 +1,245 @@
+#include "program/rewriter.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "autodiff/saved_tensors.h"
+#include "autodiff/training_graph.h"
+#include "models/models.h"
+#include "program/test_graphs.h"
+#include "program/verifier.h"
+#include "support/status_macros.h"
+
+namespace spillway::program {
+namespace {
+
+using testing::ChainText;
+using ::testing::HasSubstr;
+using testing::kKiB;
+using testing::ParseOrDie;
+
+Plan PinnedPlan(const ir::Graph& graph) {
+  Plan plan("pinned", graph);
+  absl::Status pinned = ApplyPins(graph, plan);
+  EXPECT_TRUE(pinned.ok()) << StatusMessage(pinned);
+  return plan;
+}
+
+Program BuildVerified(const ir::Graph& graph, const Plan& plan) {
+  absl::StatusOr<Program> program = BuildProgram(graph, TrainingSchedule(graph), plan);
+  EXPECT_TRUE(program.ok()) << StatusMessage(program.status());
+  if (!program.ok()) return Program{};
+  absl::Status verified = VerifyProgram(*program);
+  EXPECT_TRUE(verified.ok()) << StatusMessage(verified) << "\n" << ProgramToText(*program);
+  return *std::move(program);
+}
+
+std::vector<size_t> IndicesOf(const Program& program, InstructionKind kind) {
+  std::vector<size_t> found;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (program.instructions[i].kind == kind) found.push_back(i);
+  }
+  return found;
+}
+
+size_t ComputeOf(const Program& program, std::string_view node) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind == InstructionKind::kCompute &&
+        program.graph->node(instruction.node).name == node) {
+      return i;
+    }
+  }
+  ADD_FAILURE() << "no compute of " << node;
+  return 0;
+}
+
+TEST(Rewriter, KeepingEverythingNeedsThePeakOfTheNaiveSchedule) {
+  const ir::Graph graph = ParseOrDie(ChainText());
+  const Program program = BuildVerified(graph, Plan("none", graph));
+  // w is persistent; a, b and c are all alive when db is made at step 3:
+  // w + a + b + c + db = 5 KiB. da and dw reuse the bytes of c and b.
+  EXPECT_EQ(program.arena_bytes, 5 * kKiB);
+  EXPECT_EQ(program.host_bytes, 0);
+  EXPECT_TRUE(IndicesOf(program, InstructionKind::kCopyToHost).empty());
+  EXPECT_TRUE(IndicesOf(program, InstructionKind::kRecompute).empty());
+  EXPECT_EQ(IndicesOf(program, InstructionKind::kCompute).size(), 6u);
+  // Every buffer but w (persistent) and dw (the output) is freed.
+  EXPECT_EQ(IndicesOf(program, InstructionKind::kFree).size(), program.buffers.size() - 2);
+}
+
+TEST(Rewriter, SpillingCopiesOutAfterTheProducerAndBackJustInTime) {
+  const ir::Graph graph = ParseOrDie(ChainText("spill"));
+  const Program program = BuildVerified(graph, PinnedPlan(graph));
+  // a leaves the device after b reads it at step 1, so at step 3 only
+  // w + b + c + db = 4 KiB are resident; at step 5, w + da + a@fetch + dw.
+  EXPECT_EQ(program.arena_bytes, 4 * kKiB);
+  EXPECT_EQ(program.host_bytes, 1 * kKiB);
+  const std::vector<size_t> out = IndicesOf(program, InstructionKind::kCopyToHost);
+  const std::vector<size_t> in = IndicesOf(program, InstructionKind::kCopyToDevice);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_GT(out[0], ComputeOf(program, "a"));
+  EXPECT_LT(out[0], ComputeOf(program, "b"));
+  EXPECT_GT(in[0], ComputeOf(program, "da"));
+  EXPECT_LT(in[0], ComputeOf(program, "dw"));
+  // dw reads the fetched copy and waits for it.
+  const Instruction& dw = program.instructions[ComputeOf(program, "dw")];
+  EXPECT_EQ(program.buffer(dw.reads[1]).name, "a@fetch");
+  EXPECT_THAT(dw.waits, ::testing::Contains(program.instructions[in[0]].record));
+}
+
+TEST(Rewriter, AFetchStepIssuesTheCopyEarlier) {
+  const ir::Graph graph = ParseOrDie(ChainText());
+  Plan plan("manual", graph);
+  plan.Spill(*graph.FindValue("a"), /*fetch_step=*/3);
+  const Program program = BuildVerified(graph, plan);
+  const std::vector<size_t> in = IndicesOf(program, InstructionKind::kCopyToDevice);
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_EQ(program.instructions[in[0]].step, 3);
+  EXPECT_LT(in[0], ComputeOf(program, "db"));
+  // Fetched before db is made, a@fetch joins w + b + c + db at step 3: the
+  // early fetch costs back the KiB the spill saved.
+  EXPECT_EQ(program.arena_bytes, 5 * kKiB);
+}
+
+TEST(Rewriter, AFetchStepInsideTheForwardPassIsMovedAfterTheLastForwardRead) {
+  const ir::Graph graph = ParseOrDie(ChainText());
+  Plan plan("manual", graph);
+  plan.Spill(*graph.FindValue("a"), /*fetch_step=*/0);
+  const Program program = BuildVerified(graph, plan);
+  const std::vector<size_t> in = IndicesOf(program, InstructionKind::kCopyToDevice);
+  ASSERT_EQ(in.size(), 1u);
+  // b reads a at step 1, so the earliest fetch is before step 2.
+  EXPECT_EQ(program.instructions[in[0]].step, 2);
+}
+
+TEST(Rewriter, RecomputingRerunsTheProducerBeforeTheFirstBackwardRead) {
+  const ir::Graph graph = ParseOrDie(ChainText("", "recompute"));
+  const Program program = BuildVerified(graph, PinnedPlan(graph));
+  const std::vector<size_t> recomputes = IndicesOf(program, InstructionKind::kRecompute);
+  ASSERT_EQ(recomputes.size(), 1u);
+  const Instruction& recompute = program.instructions[recomputes[0]];
+  EXPECT_EQ(program.graph->node(recompute.node).name, "b");
+  EXPECT_EQ(program.buffer(recompute.reads[0]).name, "a");
+  EXPECT_GT(recomputes[0], ComputeOf(program, "db"));
+  EXPECT_LT(recomputes[0], ComputeOf(program, "da"));
+  EXPECT_EQ(program.buffer(program.instructions[ComputeOf(program, "da")].reads[1]).name,
+            "b@recompute");
+  // b is freed after c reads it (step 2), so db takes its bytes at step 3;
+  // at step 4 w + a + db + b@recompute + da are resident: 5 KiB.
+  EXPECT_EQ(program.arena_bytes, 5 * kKiB);
+}
+
+TEST(Rewriter, RecomputationRebuildsMissingInputsFirst) {
+  const ir::Graph graph = ParseOrDie(ChainText("", "recompute", "recompute"));
+  const Program program = BuildVerified(graph, PinnedPlan(graph));
+  const std::vector<size_t> recomputes = IndicesOf(program, InstructionKind::kRecompute);
+  ASSERT_EQ(recomputes.size(), 2u);
+  // db needs c at step 3; c needs b, which is gone too: b, then c. The rebuilt
+  // b stays until da reads it at step 4, so it is recomputed only once.
+  EXPECT_EQ(program.graph->node(program.instructions[recomputes[0]].node).name, "b");
+  EXPECT_EQ(program.graph->node(program.instructions[recomputes[1]].node).name, "c");
+  EXPECT_LT(recomputes[1], ComputeOf(program, "db"));
+}
+
+TEST(Rewriter, RejectsPlansThatCannotBeCarriedOut) {
+  const ir::Graph graph = ParseOrDie(ChainText());
+  Plan spill_param("manual", graph);
+  spill_param.Spill(*graph.FindValue("w"));
+  absl::StatusOr<Program> program = BuildProgram(graph, TrainingSchedule(graph), spill_param);
+  ASSERT_FALSE(program.ok());
+  EXPECT_THAT(StatusMessage(program.status()), HasSubstr("'w'"));
+
+  Plan recompute_grad("manual", graph);
+  recompute_grad.Recompute(*graph.FindValue("db"));
+  program = BuildProgram(graph, TrainingSchedule(graph), recompute_grad);
+  ASSERT_FALSE(program.ok());
+  EXPECT_THAT(StatusMessage(program.status()), HasSubstr("'db'"));
+}
+
+TEST(Rewriter, UnknownPinsAreErrorsNamingTheNode) {
+  const ir::Graph graph = ParseOrDie(ChainText("sometimes"));
+  Plan plan("pinned", graph);
+  absl::Status status = ApplyPins(graph, plan);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(StatusMessage(status), HasSubstr("node 'a'"));
+  EXPECT_THAT(StatusMessage(status), HasSubstr("sometimes"));
+}
+
+autodiff::TrainingGraph TrainingModel(std::string_view name, int64_t image) {
+  models::ModelOptions options;
+  options.height = options.width = image;
+  options.classes = 10;
+  options.seq_len = 16;
+  options.n_layer = 2;
+  absl::StatusOr<ir::Graph> forward = models::BuildModel(name, options);
+  EXPECT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  SPILLWAY_CHECK(forward.ok(), "built-in models build");
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  SPILLWAY_CHECK(training.ok(), "built-in models train");
+  return *std::move(training);
+}
+
+TEST(Rewriter, RecomputedBatchNormReadsItsSavedStatistics) {
+  const autodiff::TrainingGraph training = TrainingModel("resnet18", 32);
+  const ir::Graph& graph = training.graph;
+  Plan plan("all-recompute", graph);
+  for (const autodiff::SavedTensor& saved : autodiff::SavedTensors(graph)) {
+    if (CanRecompute(graph, saved.value)) plan.Recompute(saved.value);
+  }
+  const Program program = BuildVerified(graph, plan);
+  int batch_norms = 0;
+  for (size_t i : IndicesOf(program, InstructionKind::kRecompute)) {
+    const Instruction& recompute = program.instructions[i];
+    const ir::Node& node = graph.node(recompute.node);
+    if (node.op != ir::OpKind::kBatchNorm) continue;
+    ++batch_norms;
+    ASSERT_EQ(recompute.reads.size(), 7u);
+    EXPECT_EQ(program.buffer(recompute.reads[5]).value, node.outputs[1]);
+    EXPECT_EQ(program.buffer(recompute.reads[6]).value, node.outputs[2]);
+    // Running statistics are not written twice.
+    EXPECT_EQ(recompute.writes[3], kNoBuffer);
+    EXPECT_EQ(recompute.writes[4], kNoBuffer);
+  }
+  EXPECT_GT(batch_norms, 0);
+}
+
+class EveryModel : public ::testing::TestWithParam<std::string> {};
+
+// The extremes a policy can ask for: every saved tensor spilled, or every one
+// that can be recomputed recomputed (the rest spilled). Both must verify.
+TEST_P(EveryModel, ExtremePlansVerify) {
+  // VGG-16's classifier needs a multiple of 224; the others take any size.
+  const autodiff::TrainingGraph training =
+      TrainingModel(GetParam(), GetParam() == "vgg16" ? 224 : 64);
+  const ir::Graph& graph = training.graph;
+  const Program none = BuildVerified(graph, Plan("none", graph));
+  Plan spill_all("spill-all", graph);
+  Plan recompute_all("recompute-all", graph);
+  for (const autodiff::SavedTensor& saved : autodiff::SavedTensors(graph)) {
+    if (!CanSpill(graph, saved.value)) continue;
+    spill_all.Spill(saved.value);
+    if (CanRecompute(graph, saved.value)) {
+      recompute_all.Recompute(saved.value);
+    } else {
+      recompute_all.Spill(saved.value);
+    }
+  }
+  const Program spilled = BuildVerified(graph, spill_all);
+  BuildVerified(graph, recompute_all);
+  EXPECT_LT(spilled.arena_bytes, none.arena_bytes);
+  EXPECT_GT(spilled.host_bytes, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
+                         ::testing::Values("resnet18", "resnet50", "vgg16", "deeplabv3plus", "unet",
+                                           "gpt2"),
+                         [](const auto& param) { return param.param; });
+
+}  // namespace
+}  // namespace spillway::program

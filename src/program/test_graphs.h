@@ -1,0 +1,53 @@
+// Small training graphs written in the text format, shared by the tests of the
+// program stage and the stages after it. Every tensor is f32[256]: 1 KiB, a
+// multiple of the arena's 256-byte alignment, so byte counts read as KiB.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "fmt/format.h"
+#include "ir/graph.h"
+#include "ir/text_format.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::program::testing {
+
+inline constexpr int64_t kKiB = 1024;
+
+// A chain of three relus and its backward pass. The pins go on the forward
+// nodes a, b and c (e.g. "{memory=\"spill\"}"). Schedule and saved tensors:
+//   step 0  a = relu(w)
+//   step 1  b = relu(a)
+//   step 2  c = relu(b)
+//   step 3  db = relu_backward(c, c)    reads c (as the incoming gradient too)
+//   step 4  da = relu_backward(db, b)   reads b
+//   step 5  dw = relu_backward(da, a)   reads a
+// w is a parameter (persistent); dw is the graph's output.
+inline std::string ChainText(std::string_view pin_a = "", std::string_view pin_b = "",
+                             std::string_view pin_c = "") {
+  return fmt::format(
+      "graph chain {{\n"
+      "  param %w: f32[256]\n"
+      "  %a: f32[256] = relu(%w){}\n"
+      "  %b: f32[256] = relu(%a){}\n"
+      "  %c: f32[256] = relu(%b){}\n"
+      "  %db: f32[256] = relu_backward(%c, %c) @backward\n"
+      "  %da: f32[256] = relu_backward(%db, %b) @backward\n"
+      "  %dw: f32[256] = relu_backward(%da, %a) @backward\n"
+      "  output %dw\n"
+      "}}\n",
+      pin_a.empty() ? "" : fmt::format(" {{memory=\"{}\"}}", pin_a),
+      pin_b.empty() ? "" : fmt::format(" {{memory=\"{}\"}}", pin_b),
+      pin_c.empty() ? "" : fmt::format(" {{memory=\"{}\"}}", pin_c));
+}
+
+inline ir::Graph ParseOrDie(std::string_view text) {
+  absl::StatusOr<ir::Graph> graph = ir::ParseAndVerifyGraph(text);
+  SPILLWAY_CHECK(graph.ok(), "test graphs parse");
+  return *std::move(graph);
+}
+
+}  // namespace spillway::program::testing

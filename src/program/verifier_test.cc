@@ -1,0 +1,188 @@
+#include "program/verifier.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "program/rewriter.h"
+#include "program/test_graphs.h"
+#include "support/status_macros.h"
+
+namespace spillway::program {
+namespace {
+
+using testing::ChainText;
+using ::testing::HasSubstr;
+using testing::ParseOrDie;
+
+// Each test breaks one rule in a program that verifies (the chain with a
+// spilled: a goes out after step 0 and comes back before step 5).
+class VerifierTest : public ::testing::Test {
+ protected:
+  VerifierTest() : graph_(ParseOrDie(ChainText("spill"))) {
+    Plan plan("pinned", graph_);
+    SPILLWAY_CHECK(ApplyPins(graph_, plan).ok());
+    absl::StatusOr<Program> built = BuildProgram(graph_, TrainingSchedule(graph_), plan);
+    SPILLWAY_CHECK(built.ok());
+    program_ = *std::move(built);
+  }
+
+  void SetUp() override {
+    absl::Status status = VerifyProgram(program_);
+    ASSERT_TRUE(status.ok()) << StatusMessage(status) << "\n" << ProgramToText(program_);
+  }
+
+  size_t Find(InstructionKind kind, std::string_view name) const {
+    for (size_t i = 0; i < program_.instructions.size(); ++i) {
+      const Instruction& instruction = program_.instructions[i];
+      if (instruction.kind != kind) continue;
+      const bool by_node =
+          instruction.node != ir::kNoNode && graph_.node(instruction.node).name == name;
+      const bool by_buffer =
+          (instruction.buffer != kNoBuffer && program_.buffer(instruction.buffer).name == name) ||
+          (!instruction.writes.empty() && instruction.writes[0] != kNoBuffer &&
+           program_.buffer(instruction.writes[0]).name == name);
+      if (by_node || by_buffer) return i;
+    }
+    ADD_FAILURE() << "no " << InstructionKindName(kind) << " of " << name;
+    return 0;
+  }
+
+  Instruction& At(InstructionKind kind, std::string_view name) {
+    return program_.instructions[Find(kind, name)];
+  }
+
+  BufferId BufferNamed(std::string_view name) const {
+    for (const Buffer& buffer : program_.buffers) {
+      if (buffer.name == name) return buffer.id;
+    }
+    ADD_FAILURE() << "no buffer " << name;
+    return kNoBuffer;
+  }
+
+  std::string Error() const {
+    absl::Status status = VerifyProgram(program_);
+    EXPECT_FALSE(status.ok()) << ProgramToText(program_);
+    return std::string(StatusMessage(status));
+  }
+
+  ir::Graph graph_;
+  Program program_;
+};
+
+TEST_F(VerifierTest, ReadingAFetchWithoutWaitingForIt) {
+  // dw waits for the fetch's alloc but not for its copy.
+  Instruction& alloc = At(InstructionKind::kAlloc, "a@fetch");
+  alloc.record = program_.num_events++;
+  At(InstructionKind::kCompute, "dw").waits = {alloc.record};
+  EXPECT_THAT(Error(), HasSubstr("reads buffer 'a@fetch' before any write of it has completed"));
+}
+
+TEST_F(VerifierTest, ReadingAFetchBeforeItsAlloc) {
+  At(InstructionKind::kCompute, "dw").waits.clear();
+  EXPECT_THAT(Error(), HasSubstr("reads buffer 'a@fetch' before it is allocated"));
+}
+
+TEST_F(VerifierTest, FetchingBeforeTheSpillHasLanded) {
+  // The alloc waits for a free that waits for the spill: clear both.
+  At(InstructionKind::kAlloc, "a@fetch").waits.clear();
+  At(InstructionKind::kCopyToDevice, "a@fetch").waits.clear();
+  EXPECT_THAT(Error(), HasSubstr("reads buffer 'a@host' before any write"));
+}
+
+TEST_F(VerifierTest, ReadingABufferAfterItsFree) {
+  // Move the free of b in front of da, which still reads b.
+  const size_t free = Find(InstructionKind::kFree, "b");
+  Instruction moved = program_.instructions[free];
+  program_.instructions.erase(program_.instructions.begin() + static_cast<std::ptrdiff_t>(free));
+  program_.instructions.insert(
+      program_.instructions.begin() +
+          static_cast<std::ptrdiff_t>(Find(InstructionKind::kCompute, "da")),
+      moved);
+  EXPECT_THAT(Error(), HasSubstr("reads buffer 'b' after it may have been freed"));
+}
+
+TEST_F(VerifierTest, FreeingBeforeTheSpillCopyIsDone) {
+  At(InstructionKind::kFree, "a").waits.clear();
+  EXPECT_THAT(Error(), HasSubstr("reads buffer 'a' after it may have been freed"));
+}
+
+TEST_F(VerifierTest, ReadingBeforeTheAlloc) {
+  const size_t alloc = Find(InstructionKind::kAlloc, "c");
+  Instruction moved = program_.instructions[alloc];
+  program_.instructions.erase(program_.instructions.begin() + static_cast<std::ptrdiff_t>(alloc));
+  program_.instructions.insert(
+      program_.instructions.begin() +
+          static_cast<std::ptrdiff_t>(Find(InstructionKind::kCompute, "c") + 1),
+      moved);
+  EXPECT_THAT(Error(), HasSubstr("writes buffer 'c' before it is allocated"));
+}
+
+TEST_F(VerifierTest, TwoLiveBuffersSharingBytes) {
+  // b and c are both live while c is computed.
+  program_.buffers[static_cast<size_t>(BufferNamed("c"))].offset =
+      program_.buffer(BufferNamed("b")).offset;
+  EXPECT_THAT(Error(), HasSubstr("share arena bytes while both may be live"));
+}
+
+TEST_F(VerifierTest, ReusingBytesWithoutWaitingForTheFree) {
+  // c takes a's bytes, freed once a's spill copy is done: c's alloc must wait.
+  ASSERT_EQ(program_.buffer(BufferNamed("c")).offset, program_.buffer(BufferNamed("a")).offset);
+  Instruction& alloc = At(InstructionKind::kAlloc, "c");
+  ASSERT_FALSE(alloc.waits.empty());
+  alloc.waits.clear();
+  EXPECT_THAT(Error(), HasSubstr("share arena bytes while both may be live"));
+}
+
+TEST_F(VerifierTest, BufferOutsideTheArena) {
+  program_.buffers[static_cast<size_t>(BufferNamed("db"))].offset = program_.arena_bytes;
+  EXPECT_THAT(Error(), HasSubstr("lies outside the"));
+}
+
+TEST_F(VerifierTest, WaitingOnAnEventRecordedLater) {
+  // c's compute waits on the fetch, which is recorded only in the backward pass.
+  At(InstructionKind::kCompute, "c")
+      .waits.push_back(At(InstructionKind::kCopyToDevice, "a@fetch").record);
+  EXPECT_THAT(Error(), HasSubstr("before any instruction records it: the order has a cycle"));
+}
+
+TEST_F(VerifierTest, EventRecordedTwice) {
+  At(InstructionKind::kCompute, "c").record = At(InstructionKind::kCopyToHost, "a@host").record;
+  EXPECT_THAT(Error(), HasSubstr("is recorded twice"));
+}
+
+TEST_F(VerifierTest, BufferNeverFreed) {
+  const size_t free = Find(InstructionKind::kFree, "db");
+  program_.instructions.erase(program_.instructions.begin() + static_cast<std::ptrdiff_t>(free));
+  EXPECT_THAT(Error(), HasSubstr("buffer 'db' is never freed"));
+}
+
+TEST_F(VerifierTest, BufferFreedTwice) {
+  program_.instructions.push_back(program_.instructions[Find(InstructionKind::kFree, "db")]);
+  EXPECT_THAT(Error(), HasSubstr("buffer 'db' is freed twice"));
+}
+
+TEST_F(VerifierTest, NodeComputedTwice) {
+  program_.instructions.push_back(program_.instructions[Find(InstructionKind::kCompute, "dw")]);
+  EXPECT_THAT(Error(), HasSubstr("node 'dw' is computed 2 times"));
+}
+
+TEST_F(VerifierTest, KernelOnACopyStream) {
+  At(InstructionKind::kCompute, "b").stream = Stream::kHostToDevice;
+  EXPECT_THAT(Error(), HasSubstr("runs a kernel off the compute stream"));
+}
+
+TEST_F(VerifierTest, CopyOnTheWrongStream) {
+  At(InstructionKind::kCopyToHost, "a@host").stream = Stream::kHostToDevice;
+  EXPECT_THAT(Error(), HasSubstr("is on the wrong copy stream"));
+}
+
+TEST_F(VerifierTest, WritingAnOutputIntoAnotherValuesBuffer) {
+  At(InstructionKind::kCompute, "c").writes[0] = BufferNamed("db");
+  EXPECT_THAT(Error(), HasSubstr("holds another value"));
+}
+
+}  // namespace
+}  // namespace spillway::program
