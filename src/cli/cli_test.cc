@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -44,6 +45,31 @@ TEST(Cli, ModelsListsEveryBuiltInModel) {
                            "deeplabv3plus", "unet", "gpt2"}) {
     EXPECT_THAT(run.out, HasSubstr(name));
   }
+}
+
+TEST(Cli, HardwareListsEveryPreset) {
+  const char* const presets[] = {"v100-16g-nvlink2",
+                                 "v100-16g-pcie3",
+                                 "a100-40g-pcie4",
+                                 "h100-80g-pcie5",
+                                 "h200-141g-pcie5",
+                                 "gh200-96g-c2c",
+                                 "cpu"};
+  const CommandResult text = Spillway("hardware");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  for (const char* name : presets) EXPECT_THAT(text.out, HasSubstr(name));
+  const CommandResult json = Spillway("hardware --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const nlohmann::json list = nlohmann::json::parse(json.out);
+  ASSERT_EQ(list.size(), std::size(presets));
+  for (size_t i = 0; i < list.size(); ++i) EXPECT_EQ(list[i]["name"], presets[i]);
+}
+
+TEST(Cli, HardwareShowsOneProfile) {
+  const CommandResult run = Spillway("hardware v100-16g-nvlink2");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("Host to device"));
+  EXPECT_THAT(run.out, HasSubstr("tf32 none"));
 }
 
 TEST(Cli, InspectJsonHasTheDocumentedKeys) {
@@ -105,6 +131,7 @@ INSTANTIATE_TEST_SUITE_P(
                                "64-bit"},
                       BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
                       BadInput{"inspect --model resnet50 --image lots", "lots"},
-                      BadInput{"inspect", "--model"}, BadInput{"frobnicate", "subcommand"}));
+                      BadInput{"inspect", "--model"}, BadInput{"frobnicate", "subcommand"},
+                      BadInput{"hardware v100", "v100-16g-nvlink2, v100-16g-pcie3"}));
 
 }  // namespace

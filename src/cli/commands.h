@@ -14,5 +14,8 @@ using CommandRunner = std::function<absl::Status(std::ostream& out)>;
 
 CommandRunner AddModelsCommand(CLI::App& app);
 CommandRunner AddInspectCommand(CLI::App& app);
+CommandRunner AddHardwareCommand(CLI::App& app);
+CommandRunner AddPlanCommand(CLI::App& app);
+CommandRunner AddCompareCommand(CLI::App& app);
 
 }  // namespace spillway::cli

@@ -1,0 +1,58 @@
+#include "analysis/cost_model.h"
+
+#include <algorithm>
+
+#include "ir/op_registry.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::analysis {
+
+RooflineCostModel::RooflineCostModel(HardwareProfile profile, Options options)
+    : profile_(std::move(profile)), options_(options) {
+  // A profile from a file or a preset is already valid; one built in code is
+  // not checked anywhere else, and a zero rate would make every time infinite.
+  const absl::Status valid = ValidateHardwareProfile(profile_);
+  if (!valid.ok()) {
+    // SPILLWAY_CHECK takes only a literal message; this one must say which field.
+    internal::CheckFailed("ValidateHardwareProfile(profile).ok()", __FILE__, __LINE__,
+                          StatusMessage(valid));
+  }
+  double matrix_peak = profile_.peak_flops(options_.math_mode);
+  // cuDNN and cuBLAS run a mode the part lacks (tf32 on V100) in fp32.
+  if (matrix_peak <= 0) matrix_peak = profile_.fp32_flops;
+  matrix_flops_per_s_ = matrix_peak * profile_.compute_efficiency;
+  other_flops_per_s_ = profile_.fp32_flops * profile_.compute_efficiency;
+  memory_bytes_per_s_ = profile_.memory_bandwidth * profile_.memory_efficiency;
+}
+
+double RooflineCostModel::NodeSeconds(const ir::Graph& graph, const ir::Node& node) const {
+  const ir::OpCost cost = ir::NodeCost(graph, node);
+  const ir::OpClass op_class = ir::GetOpDef(node.op).op_class;
+  const bool matrix = op_class == ir::OpClass::kConvolution || op_class == ir::OpClass::kMatMul;
+  const double compute_s =
+      static_cast<double>(cost.flops) / (matrix ? matrix_flops_per_s_ : other_flops_per_s_);
+  const double memory_s =
+      static_cast<double>(cost.bytes_read + cost.bytes_written) / memory_bytes_per_s_;
+  return profile_.launch_overhead_s + std::max(compute_s, memory_s);
+}
+
+double RooflineCostModel::CopySeconds(int64_t bytes, CopyDirection direction) const {
+  SPILLWAY_CHECK(bytes >= 0, "a copy of a negative number of bytes");
+  const bool to_host = direction == CopyDirection::kDeviceToHost;
+  const double latency_s = to_host ? profile_.d2h_latency_s : profile_.h2d_latency_s;
+  const double bandwidth = to_host ? profile_.d2h_bandwidth : profile_.h2d_bandwidth;
+  return latency_s + static_cast<double>(bytes) / bandwidth;
+}
+
+std::vector<double> NodeTimes(const CostModel& cost_model, const ir::Graph& graph) {
+  std::vector<double> times;
+  times.reserve(static_cast<size_t>(graph.num_nodes()));
+  for (const ir::Node& node : graph.nodes()) {
+    SPILLWAY_CHECK(static_cast<size_t>(node.id) == times.size(), "node ids are not positions");
+    times.push_back(cost_model.NodeSeconds(graph, node));
+  }
+  return times;
+}
+
+}  // namespace spillway::analysis

@@ -1,0 +1,58 @@
+// How long an op or a copy takes. The planner and the simulator only see this
+// interface, so measured per-op times can replace the roofline estimates
+// (profile-guided planning) without touching either.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "analysis/hardware.h"
+#include "ir/graph.h"
+
+namespace spillway::analysis {
+
+enum class CopyDirection : uint8_t { kDeviceToHost, kHostToDevice };
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  // Seconds one node takes on the compute stream, launch overhead included.
+  // A recomputed node takes the same time as the original.
+  virtual double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const = 0;
+  // Seconds one copy of `bytes` takes on its stream, latency included.
+  virtual double CopySeconds(int64_t bytes, CopyDirection direction) const = 0;
+};
+
+// The roofline: the larger of FLOPs over the sustained compute rate and bytes
+// moved over the sustained memory bandwidth, plus the launch overhead.
+// Convolutions and matrix products use the math mode's rate (fp32's where the
+// part has none for the mode, as V100 has no tf32); everything else is
+// memory-bound, though its FLOPs still count at the fp32 rate so that an op
+// with much arithmetic per byte is not free. Bytes are those of the graph's
+// dtypes whatever the math mode.
+class RooflineCostModel final : public CostModel {
+ public:
+  struct Options {
+    MathMode math_mode = MathMode::kFp32;
+  };
+  RooflineCostModel(HardwareProfile profile, Options options);
+  explicit RooflineCostModel(HardwareProfile profile) : RooflineCostModel(std::move(profile), {}) {}
+
+  double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const override;
+  double CopySeconds(int64_t bytes, CopyDirection direction) const override;
+  const HardwareProfile& profile() const { return profile_; }
+
+ private:
+  HardwareProfile profile_;
+  Options options_;
+  // Sustained rates, derated by the profile's efficiencies.
+  double matrix_flops_per_s_ = 0;  // convolutions and matrix products
+  double other_flops_per_s_ = 0;   // everything else: fp32 CUDA cores
+  double memory_bytes_per_s_ = 0;
+};
+
+// NodeSeconds for every node of a graph, indexed by node id.
+std::vector<double> NodeTimes(const CostModel& cost_model, const ir::Graph& graph);
+
+}  // namespace spillway::analysis

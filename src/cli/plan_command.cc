@@ -1,0 +1,275 @@
+// `spillway plan` and `spillway compare`: one policy, or all of them side by
+// side, on one workload, hardware profile and budget.
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "analysis/cost_model.h"
+#include "analysis/hardware.h"
+#include "autodiff/training_graph.h"
+#include "cli/commands.h"
+#include "cli/workload_flags.h"
+#include "fmt/format.h"
+#include "fmt/ostream.h"
+#include "nlohmann/json.hpp"
+#include "planner/planner.h"
+#include "sim/chrome_trace.h"
+#include "sim/memory_plot.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+
+namespace spillway::cli {
+namespace {
+
+struct PlanFlags {
+  WorkloadFlags workload;
+  std::string optimizer = "sgd";
+  std::string hardware = "v100-16g-nvlink2";
+  std::string budget;
+  std::string math_mode = "fp32";
+  std::string policy = "hybrid";
+  double time_limit_s = 1.0;
+  std::string trace_path;
+  std::string memory_plot_path;
+  std::string program_path;
+  bool json = false;
+};
+
+void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
+  AddWorkloadFlags(command, flags.workload);
+  command.add_option("--optimizer", flags.optimizer, "Optimizer whose state the step holds")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  command
+      .add_option("--hardware", flags.hardware,
+                  "Hardware profile: a preset (see `spillway hardware`) or a JSON file")
+      ->capture_default_str();
+  command.add_option("--budget", flags.budget,
+                     "Device memory for the step: bytes (16GiB, 512MiB, 17179869184) or a share "
+                     "of the profile's memory (60%); default: the profile's memory less its "
+                     "reserve");
+  command
+      .add_option("--math-mode", flags.math_mode,
+                  "Arithmetic of convolutions and matrix products, for their compute rate")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
+      ->capture_default_str();
+  command
+      .add_option("--time-limit", flags.time_limit_s,
+                  "Seconds the hybrid planner may spend refining its plan")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
+}
+
+// The workload, costed and ready to plan.
+struct Workload {
+  autodiff::TrainingGraph training;
+  analysis::HardwareProfile profile;
+  std::unique_ptr<analysis::CostModel> cost_model;
+  int64_t budget_bytes = 0;
+  std::unique_ptr<planner::PlanningContext> context;
+};
+
+absl::StatusOr<std::unique_ptr<Workload>> Prepare(const PlanFlags& flags) {
+  auto workload = std::make_unique<Workload>();
+  ASSIGN_OR_RETURN(ir::Graph forward, BuildWorkload(flags.workload));
+  autodiff::OptimizerOptions optimizer;
+  optimizer.kind =
+      flags.optimizer == "adamw" ? autodiff::OptimizerKind::kAdam : autodiff::OptimizerKind::kSgd;
+  ASSIGN_OR_RETURN(workload->training, autodiff::BuildTrainingGraph(forward, optimizer));
+  ASSIGN_OR_RETURN(workload->profile, analysis::LoadHardwareProfile(flags.hardware));
+  ASSIGN_OR_RETURN(workload->budget_bytes, planner::ParseBudget(flags.budget, workload->profile));
+  analysis::RooflineCostModel::Options cost_options;
+  // CLI11 has checked the name.
+  cost_options.math_mode =
+      analysis::ParseMathMode(flags.math_mode).value_or(analysis::MathMode::kFp32);
+  workload->cost_model =
+      std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
+  planner::PlannerOptions options;
+  options.budget_bytes = workload->budget_bytes;
+  options.time_limit_s = flags.time_limit_s;
+  workload->context = std::make_unique<planner::PlanningContext>(
+      workload->training.graph, *workload->cost_model,
+      sim::SimulatorOptions{workload->profile.copy_engines}, options);
+  return workload;
+}
+
+absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name,
+                                             planner::PlanningContext& context) {
+  ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(name));
+  return planner::RunPolicy(*policy, context);
+}
+
+std::string Header(const PlanFlags& flags, const Workload& workload) {
+  return fmt::format("{} ({}) on {}, budget {}", DescribeWorkload(flags.workload), flags.optimizer,
+                     workload.profile.name, FormatBytes(workload.budget_bytes));
+}
+
+nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::PlanResult& none,
+                            const planner::PlanResult* swap, int64_t budget_bytes) {
+  const sim::SimulationResult& simulation = result.best.simulation;
+  const program::Plan& plan = result.best.plan;
+  nlohmann::json json = {
+      {"policy", result.policy},
+      {"feasible", result.feasible},
+      {"budget_bytes", budget_bytes},
+      {"arena_bytes", result.best.arena_bytes()},
+      {"smallest_arena_bytes", result.smallest_arena_bytes},
+      {"step_time_s", simulation.step_time_s},
+      {"none_step_time_s", none.best.step_time_s()},
+      {"overhead", simulation.step_time_s / none.best.step_time_s() - 1.0},
+      {"d2h_bytes", simulation.d2h_bytes},
+      {"h2d_bytes", simulation.h2d_bytes},
+      {"host_bytes", result.best.program.host_bytes},
+      {"recompute_flops", simulation.recompute_flops},
+      {"recompute_s", simulation.recompute_s},
+      {"compute_stall_s", simulation.streams[0].stall_s},
+      {"spilled_tensors", plan.Count(program::Decision::kSpill)},
+      {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
+      {"planning_ms", result.planning_s * 1e3},
+      {"evaluations", result.evaluations},
+  };
+  if (swap != nullptr && swap->feasible && result.feasible) {
+    json["speedup_over_swap"] = swap->best.step_time_s() / simulation.step_time_s - 1.0;
+  }
+  return json;
+}
+
+std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
+
+void PrintPlan(std::ostream& out, const PlanFlags& flags, const Workload& workload,
+               const planner::PlanResult& result, const planner::PlanResult& none) {
+  const sim::SimulationResult& simulation = result.best.simulation;
+  fmt::print(out, "Workload     {}\n", Header(flags, workload));
+  if (!result.feasible) {
+    fmt::print(out,
+               "Policy       {}: infeasible: the smallest arena it reaches is {} (budget {}); "
+               "rerun with --budget {} or more\n",
+               result.policy, FormatBytes(result.smallest_arena_bytes),
+               FormatBytes(workload.budget_bytes), result.smallest_arena_bytes);
+    fmt::print(out, "Planning     {:.2f} s ({} candidate programs)\n", result.planning_s,
+               result.evaluations);
+    return;
+  }
+  const program::Plan& plan = result.best.plan;
+  fmt::print(out, "Policy       {}: feasible\n", result.policy);
+  fmt::print(out, "Arena        {} of the {} budget (none needs {})\n",
+             FormatBytes(result.best.arena_bytes()), FormatBytes(workload.budget_bytes),
+             FormatBytes(none.best.arena_bytes()));
+  fmt::print(out, "Step time    {:.4g} s predicted, none {:.4g} s: overhead {}\n",
+             simulation.step_time_s, none.best.step_time_s(),
+             Percent(simulation.step_time_s / none.best.step_time_s() - 1.0));
+  fmt::print(out, "Transfers    {} to host, {} back ({} tensors spilled)\n",
+             FormatBytes(simulation.d2h_bytes), FormatBytes(simulation.h2d_bytes),
+             plan.Count(program::Decision::kSpill));
+  fmt::print(out, "Recompute    {}FLOP in {:.3g} s ({} tensors)\n",
+             FormatCount(static_cast<double>(simulation.recompute_flops)), simulation.recompute_s,
+             plan.Count(program::Decision::kRecompute));
+  fmt::print(out, "Stalls       compute stream waits {:.3g} s for copies and memory\n",
+             simulation.streams[0].stall_s);
+  fmt::print(out, "Planning     {:.2f} s ({} candidate programs)\n", result.planning_s,
+             result.evaluations);
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) return absl::InvalidArgumentError(fmt::format("cannot write '{}'", path));
+  file << contents;
+  file.close();
+  if (!file) return absl::InternalError(fmt::format("writing '{}' failed", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CommandRunner AddPlanCommand(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "plan", "Plan one policy for a workload under a memory budget and predict its step time");
+  auto flags = std::make_shared<PlanFlags>();
+  AddPlanFlags(*command, *flags);
+  command->add_option("--policy", flags->policy, "none, swap, recompute, hybrid-seed or hybrid")
+      ->check(CLI::IsMember(planner::PolicyNames()))
+      ->capture_default_str();
+  command->add_option("--trace", flags->trace_path,
+                      "Write the simulated step as a Chrome trace (open in Perfetto)");
+  command->add_option("--memory-plot", flags->memory_plot_path,
+                      "Write device memory over the step as an SVG plot");
+  command->add_option("--dump-program", flags->program_path,
+                      "Write the Program (every instruction, buffer and event) as text");
+  return [command, flags](std::ostream& out) -> absl::Status {
+    if (!command->parsed()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::unique_ptr<Workload> workload, Prepare(*flags));
+    ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload->context));
+    ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(flags->policy, *workload->context));
+    const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
+    if (!flags->trace_path.empty()) {
+      RETURN_IF_ERROR(
+          WriteFile(flags->trace_path,
+                    sim::ChromeTraceJson(result.best.program, result.best.simulation, title)));
+    }
+    if (!flags->memory_plot_path.empty()) {
+      RETURN_IF_ERROR(WriteFile(flags->memory_plot_path,
+                                sim::MemoryPlotSvg(result.best.simulation, workload->budget_bytes,
+                                                   result.best.arena_bytes(), title)));
+    }
+    if (!flags->program_path.empty()) {
+      RETURN_IF_ERROR(WriteFile(flags->program_path, program::ProgramToText(result.best.program)));
+    }
+    if (flags->json) {
+      out << ResultToJson(result, none, nullptr, workload->budget_bytes).dump(2) << "\n";
+    } else {
+      PrintPlan(out, *flags, *workload, result, none);
+    }
+    return absl::OkStatus();
+  };
+}
+
+CommandRunner AddCompareCommand(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "compare", "Run every policy on one workload and budget and compare them in one table");
+  auto flags = std::make_shared<PlanFlags>();
+  AddPlanFlags(*command, *flags);
+  return [command, flags](std::ostream& out) -> absl::Status {
+    if (!command->parsed()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::unique_ptr<Workload> workload, Prepare(*flags));
+    std::vector<planner::PlanResult> results;
+    for (const std::string& name : planner::PolicyNames()) {
+      ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(name, *workload->context));
+      results.push_back(std::move(result));
+    }
+    const planner::PlanResult& none = results[0];
+    const planner::PlanResult& swap = results[1];
+    if (flags->json) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const planner::PlanResult& result : results) {
+        list.push_back(ResultToJson(result, none, &swap, workload->budget_bytes));
+      }
+      out << list.dump(2) << "\n";
+      return absl::OkStatus();
+    }
+    fmt::print(out, "{}\n", Header(*flags, *workload));
+    fmt::print(out, "{:<12} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}\n",
+               "policy", "arena", "step (s)", "overhead", "vs swap", "stall (s)", "to host", "back",
+               "recompute", "plan (s)");
+    for (const planner::PlanResult& result : results) {
+      if (!result.feasible) {
+        fmt::print(out, "{:<12} infeasible: needs at least {}\n", result.policy,
+                   FormatBytes(result.smallest_arena_bytes));
+        continue;
+      }
+      const sim::SimulationResult& s = result.best.simulation;
+      const std::string versus =
+          swap.feasible ? Percent(swap.best.step_time_s() / s.step_time_s - 1.0) : "-";
+      fmt::print(out,
+                 "{:<12} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}\n",
+                 result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
+                 Percent(s.step_time_s / none.best.step_time_s() - 1.0), versus,
+                 s.streams[0].stall_s, FormatBytes(s.d2h_bytes), FormatBytes(s.h2d_bytes),
+                 FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s);
+    }
+    fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,398 @@
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "planner/policies.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+using program::Decision;
+
+struct Candidate {
+  ir::ValueId value = 0;
+  int64_t bytes = 0;
+  int produced = 0;        // step of the producer
+  int first_backward = 0;  // first step that reads it back
+  int last_read = 0;
+  bool can_recompute = false;
+  double d2h_s = 0;
+  double h2d_s = 0;
+  double window_s = 0;     // ideal time between production and the first read back
+  double recompute_s = 0;  // producer and the lost intermediates it needs
+};
+
+class HybridPlanner {
+ public:
+  explicit HybridPlanner(PlanningContext& context)
+      : context_(context), start_(std::chrono::steady_clock::now()) {}
+
+  absl::StatusOr<PlanResult> Run() {
+    Collect();
+    PlanResult result;
+    std::vector<Decision> decisions(candidates_.size(), Decision::kKeep);
+    ASSIGN_OR_RETURN(Evaluation current, Evaluate(decisions));
+    if (!context_.Fits(current)) {
+      ASSIGN_OR_RETURN(current, EvictUntilFits(decisions, std::move(current)));
+    }
+    if (context_.Fits(current)) {
+      ASSIGN_OR_RETURN(current, Refine(decisions, std::move(current)));
+    }
+    result.smallest_arena_bytes = smallest_arena_;
+    result.best = std::move(current);
+    return result;
+  }
+
+ private:
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool OutOfTime() const { return Elapsed() > context_.options().time_limit_s; }
+
+  void Collect() {
+    const ir::Graph& graph = context_.graph();
+    std::vector<bool> saved(static_cast<size_t>(graph.num_values()), false);
+    for (const autodiff::SavedTensor& tensor : context_.saved())
+      saved[static_cast<size_t>(tensor.value)] = true;
+    std::vector<double> rebuild(static_cast<size_t>(graph.num_values()), -1.0);
+    // Time to rebuild a value: its producer, plus the intermediates it reads
+    // that nothing keeps (saved tensors are assumed resident or fetched).
+    auto rebuild_seconds = [&](auto&& self, ir::ValueId value) -> double {
+      double& memo = rebuild[static_cast<size_t>(value)];
+      if (memo >= 0) return memo;
+      const ir::Node& node = graph.node(graph.value(value).producer);
+      double seconds = context_.simulator().node_seconds(node.id);
+      for (ir::ValueId input : node.inputs) {
+        const ir::Value& in = graph.value(input);
+        if (in.producer == ir::kNoNode || saved[static_cast<size_t>(input)]) continue;
+        if (!program::CanRecompute(graph, input)) continue;
+        seconds += self(self, input);
+      }
+      return memo = seconds;
+    };
+    for (const autodiff::SavedTensor& tensor : context_.saved()) {
+      if (!program::CanSpill(graph, tensor.value)) continue;
+      const int read = context_.first_backward_read(tensor.value);
+      if (read == INT_MAX) continue;
+      Candidate candidate;
+      candidate.value = tensor.value;
+      candidate.bytes = tensor.bytes;
+      candidate.produced = context_.step_of(tensor.producer);
+      candidate.first_backward = read;
+      candidate.last_read = context_.step_of(tensor.backward_readers.back());
+      for (ir::NodeId reader : tensor.backward_readers) {
+        candidate.last_read = std::max(candidate.last_read, context_.step_of(reader));
+      }
+      candidate.can_recompute = program::CanRecompute(graph, tensor.value);
+      candidate.d2h_s =
+          context_.simulator().copy_seconds(tensor.bytes, analysis::CopyDirection::kDeviceToHost);
+      candidate.h2d_s =
+          context_.simulator().copy_seconds(tensor.bytes, analysis::CopyDirection::kHostToDevice);
+      candidate.window_s =
+          context_.ideal_start_s(read) - context_.ideal_start_s(candidate.produced + 1);
+      candidate.recompute_s = candidate.can_recompute
+                                  ? rebuild_seconds(rebuild_seconds, tensor.value)
+                                  : std::numeric_limits<double>::infinity();
+      candidates_.push_back(candidate);
+    }
+    forward_s_ = context_.ideal_start_s(FirstBackwardStep());
+    backward_s_ = context_.ideal_step_time_s() - forward_s_;
+  }
+
+  int FirstBackwardStep() const {
+    const ir::Graph& graph = context_.graph();
+    for (size_t step = 0; step < context_.schedule().size(); ++step) {
+      if (graph.node(context_.schedule()[step]).phase != ir::Phase::kForward)
+        return static_cast<int>(step);
+    }
+    return static_cast<int>(context_.schedule().size());
+  }
+
+  // What spilling a candidate would cost in step time, given the copy time the
+  // spills chosen so far already take on each link: the part of its own
+  // transfer that its window cannot hide, plus whatever overflows the
+  // forward pass (for d2h) or the backward pass (for h2d).
+  double SpillCost(const Candidate& c) const {
+    const double own = std::max(0.0, c.d2h_s + c.h2d_s - c.window_s);
+    const double d2h_over = std::clamp(d2h_load_ + c.d2h_s - forward_s_, 0.0, c.d2h_s);
+    const double h2d_over = std::clamp(h2d_load_ + c.h2d_s - backward_s_, 0.0, c.h2d_s);
+    return std::max(own, d2h_over + h2d_over);
+  }
+
+  Decision Cheaper(const Candidate& c, double* cost) const {
+    const double spill = SpillCost(c);
+    if (c.can_recompute && c.recompute_s < spill) {
+      *cost = c.recompute_s;
+      return Decision::kRecompute;
+    }
+    *cost = spill;
+    return Decision::kSpill;
+  }
+
+  void Apply(size_t index, Decision decision, std::vector<Decision>& decisions) {
+    const Decision before = decisions[index];
+    if (before == Decision::kSpill) {
+      d2h_load_ -= candidates_[index].d2h_s;
+      h2d_load_ -= candidates_[index].h2d_s;
+    }
+    if (decision == Decision::kSpill) {
+      d2h_load_ += candidates_[index].d2h_s;
+      h2d_load_ += candidates_[index].h2d_s;
+    }
+    decisions[index] = decision;
+  }
+
+  // The plan for a set of decisions, with every fetch issued as late as the
+  // h2d queue allows on the ideal timeline: walking back from the last
+  // deadline, each copy ends by its reader's start and before the next copy
+  // in the queue begins. A copy starts at most `lead_cap_s_` earlier than its
+  // own deadline needs: a saturated queue would otherwise pull fetches far
+  // ahead and hold their bytes (the cap is searched once the plan fits).
+  program::Plan MakePlan(const std::vector<Decision>& decisions,
+                         const std::vector<int>& fetch_advance) const {
+    program::Plan plan = context_.KeepAll("hybrid");
+    std::vector<size_t> spilled;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] == Decision::kRecompute) plan.Recompute(candidates_[i].value);
+      if (decisions[i] == Decision::kSpill) spilled.push_back(i);
+    }
+    std::sort(spilled.begin(), spilled.end(), [&](size_t a, size_t b) {
+      return candidates_[a].first_backward > candidates_[b].first_backward;
+    });
+    double next_start = std::numeric_limits<double>::infinity();
+    for (size_t i : spilled) {
+      const Candidate& c = candidates_[i];
+      const double finish = std::min(context_.ideal_start_s(c.first_backward), next_start);
+      const double start = std::max(
+          finish - c.h2d_s, context_.ideal_start_s(c.first_backward) - c.h2d_s - lead_cap_s_);
+      next_start = start;
+      int step = c.first_backward;
+      while (step > c.produced + 1 && context_.ideal_start_s(step) > start) --step;
+      step = std::max(c.produced + 1, step - fetch_advance[i]);
+      plan.Spill(c.value, step);
+    }
+    return plan;
+  }
+
+  absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions) {
+    if (fetch_advance_.size() != candidates_.size()) fetch_advance_.assign(candidates_.size(), 0);
+    ASSIGN_OR_RETURN(Evaluation evaluation, context_.Evaluate(MakePlan(decisions, fetch_advance_)));
+    smallest_arena_ = std::min(smallest_arena_, evaluation.arena_bytes());
+    return evaluation;
+  }
+
+  // The step at which the most device bytes are allocated, in program order.
+  static int PeakStep(const program::Program& program) {
+    int64_t live = 0;
+    int64_t peak = -1;
+    int step = 0;
+    for (const program::Instruction& instruction : program.instructions) {
+      if (instruction.kind == program::InstructionKind::kAlloc) {
+        live += program.buffer(instruction.buffer).bytes;
+        if (live > peak) {
+          peak = live;
+          step = instruction.step;
+        }
+      } else if (instruction.kind == program::InstructionKind::kFree) {
+        live -= program.buffer(instruction.buffer).bytes;
+      }
+    }
+    return step;
+  }
+
+  // Evicts, round after round, the tensors resident at the memory peak with
+  // the most bytes per second of cost, until the arena fits or nothing is left.
+  absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current) {
+    while (!context_.Fits(current)) {
+      const int peak = PeakStep(current.program);
+      const int64_t excess = current.arena_bytes() - context_.budget_bytes();
+      std::vector<size_t> order;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        if (decisions[i] != Decision::kKeep) continue;
+        const Candidate& c = candidates_[i];
+        if (c.produced <= peak && peak <= c.last_read) order.push_back(i);
+      }
+      if (order.empty()) {
+        for (size_t i = 0; i < candidates_.size(); ++i) {
+          if (decisions[i] == Decision::kKeep) order.push_back(i);
+        }
+      }
+      if (order.empty()) break;  // everything is already off the device
+      std::vector<double> score(candidates_.size(), 0);
+      for (size_t i : order) {
+        double cost = 0;
+        Cheaper(candidates_[i], &cost);
+        score[i] = static_cast<double>(candidates_[i].bytes) / (cost + 1e-7);
+      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return score[a] > score[b]; });
+      int64_t freed = 0;
+      for (size_t i : order) {
+        if (freed >= excess) break;
+        double cost = 0;
+        Apply(i, Cheaper(candidates_[i], &cost), decisions);
+        freed += candidates_[i].bytes;
+      }
+      ASSIGN_OR_RETURN(current, Evaluate(decisions));
+    }
+    return current;
+  }
+
+  // The compute stream's stalls, largest first, each with the candidate whose
+  // fetch it waited for.
+  std::vector<std::pair<double, size_t>> FetchStalls(const Evaluation& evaluation) const {
+    const program::Program& program = evaluation.program;
+    std::vector<int> fetch_of_event(static_cast<size_t>(program.num_events), -1);
+    for (const program::Instruction& instruction : program.instructions) {
+      if (instruction.kind == program::InstructionKind::kCopyToDevice && instruction.record >= 0) {
+        fetch_of_event[static_cast<size_t>(instruction.record)] =
+            program.buffer(instruction.writes[0]).value;
+      }
+    }
+    std::vector<int> candidate_of_value(static_cast<size_t>(context_.graph().num_values()), -1);
+    for (size_t i = 0; i < candidates_.size(); ++i)
+      candidate_of_value[static_cast<size_t>(candidates_[i].value)] = static_cast<int>(i);
+    std::vector<std::pair<double, size_t>> stalls;
+    double compute_ready = 0;
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const program::Instruction& instruction = program.instructions[i];
+      if (instruction.stream != program::Stream::kCompute ||
+          instruction.kind == program::InstructionKind::kFree)
+        continue;
+      const sim::InstructionTiming& timing = evaluation.simulation.timings[i];
+      const double stall = timing.start_s - compute_ready;
+      compute_ready = timing.end_s;
+      if (stall <= 0) continue;
+      for (program::EventId event : instruction.waits) {
+        const int value = fetch_of_event[static_cast<size_t>(event)];
+        if (value < 0) continue;
+        const int candidate = candidate_of_value[static_cast<size_t>(value)];
+        if (candidate >= 0) stalls.emplace_back(stall, static_cast<size_t>(candidate));
+      }
+    }
+    std::stable_sort(stalls.begin(), stalls.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    return stalls;
+  }
+
+  // Tries a change; keeps it if the plan still fits and the step is faster.
+  absl::StatusOr<bool> TryChange(std::vector<Decision>& decisions, Evaluation& current,
+                                 size_t index, Decision decision, int advance) {
+    const Decision old_decision = decisions[index];
+    const int old_advance = fetch_advance_[index];
+    Apply(index, decision, decisions);
+    fetch_advance_[index] = advance;
+    ASSIGN_OR_RETURN(Evaluation trial, Evaluate(decisions));
+    if (context_.Fits(trial) && trial.step_time_s() < current.step_time_s()) {
+      current = std::move(trial);
+      return true;
+    }
+    Apply(index, old_decision, decisions);
+    fetch_advance_[index] = old_advance;
+    return false;
+  }
+
+  // The largest fetch lead that still fits, by bisection on a log scale from
+  // no lead to the whole backward pass; kept only if it is faster.
+  absl::StatusOr<Evaluation> SearchLeadCap(const std::vector<Decision>& decisions,
+                                           Evaluation current) {
+    const double no_lead = lead_cap_s_;
+    lead_cap_s_ = backward_s_;
+    ASSIGN_OR_RETURN(Evaluation full, Evaluate(decisions));
+    if (context_.Fits(full)) {
+      if (full.step_time_s() < current.step_time_s()) return full;
+      lead_cap_s_ = no_lead;
+      return current;
+    }
+    double fits = 0;
+    double fails = backward_s_;
+    Evaluation best = std::move(current);
+    double best_cap = no_lead;
+    for (int i = 0; i < 8 && fails > 1e-6; ++i) {
+      const double middle = fits > 0 ? std::sqrt(fits * fails) : fails / 16;
+      lead_cap_s_ = middle;
+      ASSIGN_OR_RETURN(Evaluation trial, Evaluate(decisions));
+      if (context_.Fits(trial)) {
+        fits = middle;
+        if (trial.step_time_s() < best.step_time_s()) {
+          best = std::move(trial);
+          best_cap = middle;
+        }
+      } else {
+        fails = middle;
+      }
+    }
+    lead_cap_s_ = best_cap;
+    return best;
+  }
+
+  absl::StatusOr<Evaluation> Refine(std::vector<Decision>& decisions, Evaluation current) {
+    ASSIGN_OR_RETURN(current, SearchLeadCap(decisions, std::move(current)));
+    bool improved = true;
+    while (improved && !OutOfTime()) {
+      improved = false;
+      // A fetch that stalls the compute stream: rebuild the tensor instead if
+      // that is cheaper than the wait, else fetch it earlier.
+      for (const auto& [stall, index] : FetchStalls(current)) {
+        if (OutOfTime()) break;
+        if (decisions[index] != Decision::kSpill) continue;
+        bool changed = false;
+        if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall) {
+          ASSIGN_OR_RETURN(changed, TryChange(decisions, current, index, Decision::kRecompute, 0));
+        }
+        if (!changed) {
+          ASSIGN_OR_RETURN(changed, TryChange(decisions, current, index, Decision::kSpill,
+                                              2 * fetch_advance_[index] + 2));
+        }
+        if (changed) {
+          improved = true;
+          break;  // the stalls move: look again
+        }
+      }
+      if (improved) continue;
+      // Bring back what costs most, if there is room for it now.
+      std::vector<size_t> evicted;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        if (decisions[i] != Decision::kKeep) evicted.push_back(i);
+      }
+      std::stable_sort(evicted.begin(), evicted.end(),
+                       [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
+      constexpr size_t kTriesPerRound = 8;
+      for (size_t k = 0; k < std::min(kTriesPerRound, evicted.size()) && !OutOfTime(); ++k) {
+        ASSIGN_OR_RETURN(bool changed,
+                         TryChange(decisions, current, evicted[k], Decision::kKeep, 0));
+        improved = improved || changed;
+      }
+    }
+    return current;
+  }
+
+  double Cost(size_t index, const std::vector<Decision>& decisions) const {
+    const Candidate& c = candidates_[index];
+    return decisions[index] == Decision::kRecompute ? c.recompute_s
+                                                    : std::max(0.0, c.d2h_s + c.h2d_s - c.window_s);
+  }
+
+  PlanningContext& context_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<Candidate> candidates_;
+  std::vector<int> fetch_advance_;  // extra steps of lead for a fetch that stalled
+  double forward_s_ = 0;
+  double backward_s_ = 0;
+  double d2h_load_ = 0;
+  double h2d_load_ = 0;
+  double lead_cap_s_ = 0;
+  int64_t smallest_arena_ = std::numeric_limits<int64_t>::max();
+};
+
+}  // namespace
+
+absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
+  return HybridPlanner(context).Run();
+}
+
+}  // namespace spillway::planner

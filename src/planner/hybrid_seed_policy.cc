@@ -1,0 +1,67 @@
+#include <algorithm>
+
+#include "ir/op_registry.h"
+#include "planner/policies.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+// A re-computation unit: a checkpoint op (convolution or matrix product) and
+// the cheap forward ops after it, up to the next checkpoint op.
+struct RecomputationUnit {
+  ir::NodeId checkpoint = ir::kNoNode;
+  std::vector<ir::ValueId> members;  // first outputs of the non-checkpoint ops
+  int64_t swappable_bytes = 0;       // of those, what the swap plan spills
+};
+
+bool IsCheckpointOp(const ir::Node& node) {
+  const ir::OpClass op_class = ir::GetOpDef(node.op).op_class;
+  return op_class == ir::OpClass::kConvolution || op_class == ir::OpClass::kMatMul;
+}
+
+std::vector<RecomputationUnit> Units(const PlanningContext& context, const program::Plan& swap) {
+  const ir::Graph& graph = context.graph();
+  std::vector<RecomputationUnit> units;
+  for (ir::NodeId id : context.schedule()) {
+    const ir::Node& node = graph.node(id);
+    if (node.phase != ir::Phase::kForward) continue;
+    if (IsCheckpointOp(node)) {
+      units.push_back({id, {}, 0});
+      continue;
+    }
+    // Ops before the first checkpoint have nothing to be recomputed from.
+    if (units.empty() || node.outputs.empty()) continue;
+    const ir::ValueId output = node.outputs.front();
+    if (swap.decision(output) != program::Decision::kSpill) continue;
+    if (!program::CanRecompute(graph, output)) continue;
+    units.back().members.push_back(output);
+    units.back().swappable_bytes += graph.value(output).type.bytes();
+  }
+  std::erase_if(units, [](const RecomputationUnit& unit) { return unit.members.empty(); });
+  // Most swapped bytes first; the schedule order breaks ties.
+  std::stable_sort(units.begin(), units.end(),
+                   [](const RecomputationUnit& a, const RecomputationUnit& b) {
+                     return a.swappable_bytes > b.swappable_bytes;
+                   });
+  return units;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
+  SwapPolicy swap;
+  ASSIGN_OR_RETURN(PlanResult result, swap.Run(context));
+  if (!context.Fits(result.best)) return result;  // the paper starts from a swap plan that fits
+  for (const RecomputationUnit& unit : Units(context, result.best.plan)) {
+    program::Plan trial = result.best.plan;
+    for (ir::ValueId member : unit.members) trial.Recompute(member);
+    ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(std::move(trial)));
+    if (context.Fits(evaluation) && evaluation.step_time_s() < result.best.step_time_s()) {
+      result.best = std::move(evaluation);
+    }
+  }
+  return result;
+}
+
+}  // namespace spillway::planner

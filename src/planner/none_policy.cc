@@ -1,0 +1,14 @@
+#include "planner/policies.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+
+absl::StatusOr<PlanResult> NonePolicy::Run(PlanningContext& context) {
+  ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(context.KeepAll("none")));
+  PlanResult result;
+  result.smallest_arena_bytes = evaluation.arena_bytes();
+  result.best = std::move(evaluation);
+  return result;
+}
+
+}  // namespace spillway::planner

@@ -1,0 +1,135 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+
+#include "fmt/format.h"
+#include "planner/policies.h"
+#include "program/rewriter.h"
+#include "program/verifier.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+
+namespace spillway::planner {
+
+PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,
+                                 sim::SimulatorOptions simulator_options, PlannerOptions options)
+    : graph_(graph),
+      cost_model_(cost_model),
+      options_(options),
+      schedule_(program::TrainingSchedule(graph)),
+      simulator_(graph, cost_model, simulator_options) {
+  const size_t num_nodes = static_cast<size_t>(graph.num_nodes());
+  const size_t num_values = static_cast<size_t>(graph.num_values());
+  step_of_node_.assign(num_nodes, -1);
+  for (size_t step = 0; step < schedule_.size(); ++step) {
+    step_of_node_[static_cast<size_t>(schedule_[step])] = static_cast<int>(step);
+  }
+  first_backward_read_.assign(num_values, INT_MAX);
+  last_forward_read_.assign(num_values, -1);
+  for (const ir::Value& value : graph.values()) {
+    if (value.producer != ir::kNoNode) {
+      last_forward_read_[static_cast<size_t>(value.id)] = step_of(value.producer);
+    }
+  }
+  ideal_start_s_.assign(schedule_.size() + 1, 0.0);
+  for (size_t step = 0; step < schedule_.size(); ++step) {
+    const ir::Node& node = graph.node(schedule_[step]);
+    for (ir::ValueId input : node.inputs) {
+      const size_t v = static_cast<size_t>(input);
+      if (node.phase == ir::Phase::kForward) {
+        last_forward_read_[v] = std::max(last_forward_read_[v], static_cast<int>(step));
+      } else {
+        first_backward_read_[v] = std::min(first_backward_read_[v], static_cast<int>(step));
+      }
+    }
+    ideal_start_s_[step + 1] = ideal_start_s_[step] + simulator_.node_seconds(node.id);
+  }
+  saved_ = autodiff::SavedTensors(graph);
+  std::stable_sort(saved_.begin(), saved_.end(),
+                   [&](const autodiff::SavedTensor& a, const autodiff::SavedTensor& b) {
+                     return step_of(a.producer) < step_of(b.producer);
+                   });
+}
+
+program::Plan PlanningContext::KeepAll(std::string policy) const {
+  program::Plan plan(std::move(policy), graph_);
+  return plan;
+}
+
+absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
+  RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
+  ++evaluations_;
+  ASSIGN_OR_RETURN(program::Program built, program::BuildProgram(graph_, schedule_, plan));
+  Evaluation evaluation{std::move(plan), std::move(built), {}};
+  evaluation.simulation = simulator_.Run(evaluation.program);
+  return evaluation;
+}
+
+bool Better(const Evaluation& a, const Evaluation& b, int64_t budget_bytes) {
+  const bool a_fits = a.arena_bytes() <= budget_bytes;
+  const bool b_fits = b.arena_bytes() <= budget_bytes;
+  if (a_fits != b_fits) return a_fits;
+  if (a_fits) return a.step_time_s() < b.step_time_s();
+  return a.arena_bytes() < b.arena_bytes();
+}
+
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string>* names =
+      new std::vector<std::string>{"none", "swap", "recompute", "hybrid-seed", "hybrid"};
+  return *names;
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
+  if (name == "none") return std::unique_ptr<Policy>(new NonePolicy());
+  if (name == "swap") return std::unique_ptr<Policy>(new SwapPolicy());
+  if (name == "recompute") return std::unique_ptr<Policy>(new RecomputePolicy());
+  if (name == "hybrid-seed") return std::unique_ptr<Policy>(new HybridSeedPolicy());
+  if (name == "hybrid") return std::unique_ptr<Policy>(new HybridPolicy());
+  return absl::NotFoundError(fmt::format("unknown policy '{}'; the policies are: {}", name,
+                                         fmt::join(PolicyNames(), ", ")));
+}
+
+absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
+  const auto start = std::chrono::steady_clock::now();
+  const int evaluations_before = context.evaluations();
+  ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
+  result.policy = std::string(policy.name());
+  result.best.plan.set_policy(result.policy);
+  result.planning_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.evaluations = context.evaluations() - evaluations_before;
+  result.feasible = context.Fits(result.best);
+  // A policy's output always goes through the verifier: a plan the simulator
+  // accepted is a plan that can run.
+  RETURN_IF_ERROR(Annotate(program::VerifyProgram(result.best.program),
+                           fmt::format("policy {}", result.policy)));
+  return result;
+}
+
+absl::StatusOr<int64_t> ParseBudget(std::string_view text,
+                                    const analysis::HardwareProfile& profile) {
+  if (text.empty()) return profile.default_budget_bytes();
+  if (text.back() == '%') {
+    const std::string_view number = text.substr(0, text.size() - 1);
+    double percent = 0;
+    auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), percent);
+    if (error != std::errc() || end != number.data() + number.size() || !(percent > 0) ||
+        percent > 100) {
+      return absl::InvalidArgumentError(fmt::format(
+          "budget '{}': a percentage must be a number in (0, 100] followed by %", text));
+    }
+    return static_cast<int64_t>(
+        std::floor(static_cast<double>(profile.device_memory_bytes) * percent / 100.0));
+  }
+  absl::StatusOr<int64_t> bytes = ParseBytes(text);
+  if (!bytes.ok()) return Annotate(bytes.status(), "budget");
+  if (*bytes <= 0)
+    return absl::InvalidArgumentError(fmt::format("budget '{}' must be positive", text));
+  return *bytes;
+}
+
+}  // namespace spillway::planner

@@ -1,0 +1,136 @@
+// Policies: each turns a training graph, a budget and a cost model into a
+// Plan, and the Plan into a verified Program that the simulator has timed.
+//
+// Every policy has the same shape: a class with name() and Run(). They share a
+// PlanningContext that builds and times candidate Programs (rewrite, arena,
+// simulation), so a policy is only its decisions. The policies and the
+// reasoning behind each are in docs/planner.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/cost_model.h"
+#include "analysis/hardware.h"
+#include "autodiff/saved_tensors.h"
+#include "ir/graph.h"
+#include "program/plan.h"
+#include "program/program.h"
+#include "sim/simulator.h"
+
+namespace spillway::planner {
+
+struct PlannerOptions {
+  int64_t budget_bytes = 0;
+  // The hybrid planner's refinement stops after this long.
+  double time_limit_s = 1.0;
+};
+
+// A Plan with its Program and the simulator's verdict on it.
+struct Evaluation {
+  program::Plan plan;
+  program::Program program;
+  sim::SimulationResult simulation;
+
+  int64_t arena_bytes() const { return program.arena_bytes; }
+  double step_time_s() const { return simulation.step_time_s; }
+};
+
+// What a policy returns.
+struct PlanResult {
+  std::string policy;
+  bool feasible = false;
+  // Feasible: the chosen plan. Infeasible: the policy's smallest-arena plan.
+  Evaluation best;
+  // The smallest arena this policy reached: the budget it needs at least.
+  int64_t smallest_arena_bytes = 0;
+  double planning_s = 0;
+  int evaluations = 0;  // candidate Programs built and simulated
+};
+
+// Everything a policy needs, and the one way to try a plan.
+class PlanningContext {
+ public:
+  PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,
+                  sim::SimulatorOptions simulator_options, PlannerOptions options);
+
+  const ir::Graph& graph() const { return graph_; }
+  const std::vector<ir::NodeId>& schedule() const { return schedule_; }
+  const analysis::CostModel& cost_model() const { return cost_model_; }
+  const sim::Simulator& simulator() const { return simulator_; }
+  const PlannerOptions& options() const { return options_; }
+  int64_t budget_bytes() const { return options_.budget_bytes; }
+
+  // Saved activations, in the order of their producers in the schedule.
+  const std::vector<autodiff::SavedTensor>& saved() const { return saved_; }
+  int step_of(ir::NodeId node) const { return step_of_node_[static_cast<size_t>(node)]; }
+  // The first step that reads a value in the backward or update phase.
+  int first_backward_read(ir::ValueId value) const {
+    return first_backward_read_[static_cast<size_t>(value)];
+  }
+  // The last forward step that reads a value (its producer's step if none).
+  int last_forward_read(ir::ValueId value) const {
+    return last_forward_read_[static_cast<size_t>(value)];
+  }
+  // When each step starts if nothing stalls: the `none` timeline.
+  double ideal_start_s(int step) const { return ideal_start_s_[static_cast<size_t>(step)]; }
+  double ideal_step_time_s() const { return ideal_start_s_.back(); }
+
+  // A plan with every tensor kept and the graph's pins applied.
+  program::Plan KeepAll(std::string policy) const;
+
+  // Applies the pins, builds the Program and simulates it. Counts evaluations.
+  absl::StatusOr<Evaluation> Evaluate(program::Plan plan);
+  int evaluations() const { return evaluations_; }
+
+  bool Fits(const Evaluation& evaluation) const {
+    return evaluation.arena_bytes() <= options_.budget_bytes;
+  }
+
+ private:
+  const ir::Graph& graph_;
+  const analysis::CostModel& cost_model_;
+  PlannerOptions options_;
+  std::vector<ir::NodeId> schedule_;
+  sim::Simulator simulator_;
+  std::vector<autodiff::SavedTensor> saved_;
+  std::vector<int> step_of_node_;
+  std::vector<int> first_backward_read_;
+  std::vector<int> last_forward_read_;
+  std::vector<double> ideal_start_s_;  // one per step, and the end
+  int evaluations_ = 0;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  // Errors are for what cannot be planned at all (a pin that cannot be
+  // honoured); a budget too small is a result with feasible = false.
+  virtual absl::StatusOr<PlanResult> Run(PlanningContext& context) = 0;
+};
+
+// "none", "swap", "recompute", "hybrid-seed", "hybrid".
+const std::vector<std::string>& PolicyNames();
+// NotFound listing the names.
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
+
+// Runs a policy and fills in the planning time and evaluation count.
+absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context);
+
+// "16GiB", "512MiB", "17179869184" or "60%" of the profile's device memory;
+// empty: the profile's default budget (device memory less its reserve).
+absl::StatusOr<int64_t> ParseBudget(std::string_view text,
+                                    const analysis::HardwareProfile& profile);
+
+// Picks, of two evaluations, the one a policy should prefer: one that fits
+// over one that does not; between two that fit, the faster; between two that
+// do not, the smaller arena.
+bool Better(const Evaluation& a, const Evaluation& b, int64_t budget_bytes);
+
+}  // namespace spillway::planner

@@ -1,0 +1,67 @@
+// The five policies. DESIGN.md states what each must do; docs/planner.md says
+// how each does it and why.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "planner/planner.h"
+
+namespace spillway::planner {
+
+// Everything kept: the ideal step time, and the arena the step really needs.
+class NonePolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "none"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+};
+
+// Swap-only, as IBM's TensorFlow Large Model Support v2 does it: spill every
+// saved tensor whose first backward reader is more than `threshold`
+// topological levels after its producer, fetch it back when the backward pass
+// reaches `ahead` levels before that reader, and tune both by simulation.
+class SwapPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "swap"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+
+  // The plan for one setting, for tests and for hybrid-seed.
+  static program::Plan PlanFor(const PlanningContext& context, int threshold, int ahead);
+};
+
+// Recomputation only: Chen et al.'s checkpoints, either every sqrt(n)-th saved
+// tensor or wherever the running segment would exceed a byte limit; the limit
+// is searched by simulation for the fastest plan that fits.
+class RecomputePolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "recompute"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+
+  static program::Plan SqrtCheckpoints(const PlanningContext& context);
+  static program::Plan SegmentCheckpoints(const PlanningContext& context, int64_t segment_bytes);
+};
+
+// The paper's heuristic (Imai et al., IEEE BigData 2020) as DESIGN.md reads
+// it: from the tuned swap plan, units that begin at a convolution or matrix
+// product, ranked by the bytes they swap; a unit's spilled non-checkpoint
+// tensors switch to recomputation when that makes the step faster and fits.
+class HybridSeedPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "hybrid-seed"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+};
+
+// Spillway's planner: per-tensor decisions by bytes saved per second of cost
+// that cannot be hidden, fetches as late as the copy queue allows, then the
+// simulator in the loop on what stalls the compute stream.
+class HybridPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "hybrid"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+};
+
+// Topological levels of the training graph: graph inputs are at level 0 and a
+// node is one level above its deepest input (TFLMS's measure of distance).
+std::vector<int> TopologicalLevels(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule);
+
+}  // namespace spillway::planner

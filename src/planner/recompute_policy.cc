@@ -1,0 +1,93 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "planner/policies.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+std::vector<const autodiff::SavedTensor*> Recomputable(const PlanningContext& context) {
+  std::vector<const autodiff::SavedTensor*> tensors;
+  for (const autodiff::SavedTensor& saved : context.saved()) {
+    if (program::CanRecompute(context.graph(), saved.value)) tensors.push_back(&saved);
+  }
+  return tensors;
+}
+
+}  // namespace
+
+program::Plan RecomputePolicy::SqrtCheckpoints(const PlanningContext& context) {
+  program::Plan plan = context.KeepAll("recompute");
+  const std::vector<const autodiff::SavedTensor*> tensors = Recomputable(context);
+  const size_t every =
+      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(tensors.size()))));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    // Every `every`-th tensor is a checkpoint and stays; the rest are rebuilt
+    // from the checkpoint before them, one segment at a time.
+    if ((i + 1) % every != 0) plan.Recompute(tensors[i]->value);
+  }
+  return plan;
+}
+
+program::Plan RecomputePolicy::SegmentCheckpoints(const PlanningContext& context,
+                                                  int64_t segment_bytes) {
+  // Chen et al.'s greedy: a tensor that would take the running segment past
+  // the limit becomes a checkpoint and starts the next segment.
+  program::Plan plan = context.KeepAll("recompute");
+  int64_t running = 0;
+  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+    if (running + tensor->bytes > segment_bytes) {
+      running = 0;
+    } else {
+      running += tensor->bytes;
+      plan.Recompute(tensor->value);
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
+  PlanResult result;
+  std::optional<Evaluation> best;
+  std::optional<Evaluation> smallest;
+  auto consider = [&](Evaluation evaluation) {
+    if (!smallest || evaluation.arena_bytes() < smallest->arena_bytes()) smallest = evaluation;
+    if (!best || Better(evaluation, *best, context.budget_bytes())) best = std::move(evaluation);
+  };
+  ASSIGN_OR_RETURN(Evaluation keep_all, context.Evaluate(context.KeepAll("recompute")));
+  const bool keep_all_fits = context.Fits(keep_all);
+  consider(std::move(keep_all));
+  if (!keep_all_fits) {
+    ASSIGN_OR_RETURN(Evaluation sqrt_plan, context.Evaluate(SqrtCheckpoints(context)));
+    consider(std::move(sqrt_plan));
+    // Segment limits on a geometric grid from the smallest tensor's size to
+    // all of them: memory is U-shaped in the limit (many checkpoints at one
+    // end, one huge segment at the other), so it is scanned, not bisected.
+    int64_t total = 0;
+    int64_t smallest_tensor = INT64_MAX;
+    for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+      total += tensor->bytes;
+      smallest_tensor = std::min(smallest_tensor, std::max<int64_t>(tensor->bytes, 1));
+    }
+    constexpr int kGridPoints = 24;
+    if (total > 0) {
+      const double ratio =
+          std::pow(static_cast<double>(total) / static_cast<double>(smallest_tensor),
+                   1.0 / (kGridPoints - 1));
+      double limit = static_cast<double>(smallest_tensor);
+      for (int i = 0; i < kGridPoints; ++i, limit *= ratio) {
+        ASSIGN_OR_RETURN(Evaluation trial, context.Evaluate(SegmentCheckpoints(
+                                               context, static_cast<int64_t>(limit))));
+        consider(std::move(trial));
+      }
+    }
+  }
+  result.smallest_arena_bytes = smallest->arena_bytes();
+  result.best = *std::move(best);
+  return result;
+}
+
+}  // namespace spillway::planner

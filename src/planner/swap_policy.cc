@@ -1,0 +1,156 @@
+#include <algorithm>
+#include <climits>
+#include <optional>
+
+#include "planner/policies.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+
+std::vector<int> TopologicalLevels(const ir::Graph& graph,
+                                   const std::vector<ir::NodeId>& schedule) {
+  std::vector<int> level(static_cast<size_t>(graph.num_nodes()), 0);
+  for (ir::NodeId id : schedule) {
+    const ir::Node& node = graph.node(id);
+    int deepest = 0;
+    for (ir::ValueId input : node.inputs) {
+      const ir::NodeId producer = graph.value(input).producer;
+      if (producer != ir::kNoNode)
+        deepest = std::max(deepest, level[static_cast<size_t>(producer)]);
+    }
+    for (ir::NodeId before : node.control_inputs) {
+      deepest = std::max(deepest, level[static_cast<size_t>(before)]);
+    }
+    level[static_cast<size_t>(id)] = deepest + 1;
+  }
+  return level;
+}
+
+namespace {
+
+struct SwapCandidate {
+  ir::ValueId value = 0;
+  int distance = 0;  // levels from the producer to the first backward reader
+  int reader_level = 0;
+  int first_backward_read = 0;
+  int earliest_fetch = 0;  // the step after the last forward read
+};
+
+struct SwapSetup {
+  std::vector<int> level_at_step;
+  std::vector<SwapCandidate> candidates;
+  int max_distance = 0;
+  int max_level = 0;
+};
+
+SwapSetup Setup(const PlanningContext& context) {
+  const ir::Graph& graph = context.graph();
+  const std::vector<int> level = TopologicalLevels(graph, context.schedule());
+  SwapSetup setup;
+  for (ir::NodeId id : context.schedule())
+    setup.level_at_step.push_back(level[static_cast<size_t>(id)]);
+  setup.max_level = *std::max_element(level.begin(), level.end());
+  for (const autodiff::SavedTensor& saved : context.saved()) {
+    if (!program::CanSpill(graph, saved.value)) continue;
+    const int read = context.first_backward_read(saved.value);
+    if (read == INT_MAX) continue;
+    SwapCandidate candidate;
+    candidate.value = saved.value;
+    candidate.first_backward_read = read;
+    candidate.reader_level = setup.level_at_step[static_cast<size_t>(read)];
+    candidate.distance = candidate.reader_level - level[static_cast<size_t>(saved.producer)];
+    candidate.earliest_fetch = context.last_forward_read(saved.value) + 1;
+    setup.max_distance = std::max(setup.max_distance, candidate.distance);
+    setup.candidates.push_back(candidate);
+  }
+  return setup;
+}
+
+// TFLMS triggers the fetch from an op `ahead` levels before the reader: the
+// latest step before the reader whose level is at most that. Ahead 0 fetches
+// just in time, before the reader itself: the least memory swapping can use.
+int FetchStep(const SwapSetup& setup, const SwapCandidate& candidate, int ahead) {
+  if (ahead == 0) return -1;
+  const int target = candidate.reader_level - ahead;
+  for (int step = candidate.first_backward_read - 1; step >= candidate.earliest_fetch; --step) {
+    if (setup.level_at_step[static_cast<size_t>(step)] <= target) return step;
+  }
+  return candidate.earliest_fetch;
+}
+
+program::Plan PlanFrom(const PlanningContext& context, const SwapSetup& setup, int threshold,
+                       int ahead) {
+  program::Plan plan = context.KeepAll("swap");
+  for (const SwapCandidate& candidate : setup.candidates) {
+    if (candidate.distance > threshold)
+      plan.Spill(candidate.value, FetchStep(setup, candidate, ahead));
+  }
+  return plan;
+}
+
+}  // namespace
+
+program::Plan SwapPolicy::PlanFor(const PlanningContext& context, int threshold, int ahead) {
+  return PlanFrom(context, Setup(context), threshold, ahead);
+}
+
+absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
+  const SwapSetup setup = Setup(context);
+  auto evaluate = [&](int threshold, int ahead) {
+    return context.Evaluate(PlanFrom(context, setup, threshold, ahead));
+  };
+  PlanResult result;
+  // Nothing spilled: if that fits there is nothing to tune.
+  ASSIGN_OR_RETURN(Evaluation keep_all, evaluate(setup.max_distance, 0));
+  if (context.Fits(keep_all)) {
+    result.smallest_arena_bytes = keep_all.arena_bytes();
+    result.best = std::move(keep_all);
+    return result;
+  }
+  // Everything spilled, fetched just in time: the least memory swapping reaches.
+  ASSIGN_OR_RETURN(Evaluation all, evaluate(-1, 0));
+  result.smallest_arena_bytes = all.arena_bytes();
+  if (!context.Fits(all)) {
+    result.best = std::move(all);
+    return result;
+  }
+  // The largest threshold that fits (fewest spills), by binary search; memory
+  // grows with the threshold.
+  int low = -1;                   // fits
+  int high = setup.max_distance;  // does not fit
+  while (high - low > 1) {
+    const int middle = low + (high - low) / 2;
+    ASSIGN_OR_RETURN(Evaluation trial, evaluate(middle, 0));
+    if (context.Fits(trial)) {
+      low = middle;
+    } else {
+      high = middle;
+    }
+  }
+  // For that threshold and the two below it, the largest lookahead that fits,
+  // also by binary search (fetching earlier holds more memory); the fastest wins.
+  std::optional<Evaluation> best;
+  for (int threshold = low; threshold >= std::max(-1, low - 2); --threshold) {
+    int fits = 0;
+    int fails = setup.max_level + 1;
+    ASSIGN_OR_RETURN(Evaluation fitting, evaluate(threshold, fits));
+    if (!context.Fits(fitting)) continue;
+    while (fails - fits > 1) {
+      const int middle = fits + (fails - fits) / 2;
+      ASSIGN_OR_RETURN(Evaluation trial, evaluate(threshold, middle));
+      if (context.Fits(trial)) {
+        fits = middle;
+        fitting = std::move(trial);
+      } else {
+        fails = middle;
+      }
+    }
+    if (!best || Better(fitting, *best, context.budget_bytes())) best = std::move(fitting);
+  }
+  SPILLWAY_CHECK(best.has_value(), "the threshold found by the search fits");
+  result.best = *std::move(best);
+  return result;
+}
+
+}  // namespace spillway::planner

@@ -1,0 +1,369 @@
+#include "sim/memory_plot.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fmt/format.h"
+#include "support/units.h"
+
+namespace spillway::sim {
+namespace {
+
+// Canvas and plot area, in SVG user units (pixels at 100%).
+constexpr double kWidth = 960;
+constexpr double kHeight = 540;
+constexpr double kLeft = 76;
+constexpr double kRight = kWidth - 24;
+constexpr double kTop = 84;
+constexpr double kBottom = kHeight - 52;
+constexpr double kPlotWidth = kRight - kLeft;
+constexpr double kPlotHeight = kBottom - kTop;
+
+// Past a few points per pixel column the exact step path only adds bytes:
+// the renderer cannot show the detail, so the curve is reduced per column.
+constexpr int kColumns = static_cast<int>(kPlotWidth);
+constexpr size_t kMaxExactPoints = 4 * static_cast<size_t>(kColumns);
+
+constexpr std::string_view kCurveColor = "#1f77b4";
+constexpr std::string_view kBudgetColor = "#d62728";
+constexpr std::string_view kArenaColor = "#7f7f7f";
+constexpr std::string_view kPeakColor = "#ff7f0e";
+constexpr std::string_view kGridColor = "#e6e6e6";
+
+std::string EscapeXml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        // Control characters other than tab and newline are not allowed in
+        // XML 1.0 at all, not even as references.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// 1, 2 or 5 times a power of ten, giving about `target` intervals over `range`.
+double NiceStep(double range, int target) {
+  if (!(range > 0)) return 1;
+  const double raw = range / target;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double fraction = raw / magnitude;
+  const double nice = fraction < 1.5 ? 1 : fraction < 3 ? 2 : fraction < 7 ? 5 : 10;
+  return nice * magnitude;
+}
+
+// Enough decimals that consecutive ticks of `step` read differently.
+int Decimals(double step) {
+  return std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+}
+
+std::string FormatMillis(double seconds) {
+  const double ms = seconds * 1e3;
+  if (ms >= 100) return fmt::format("{:.0f} ms", ms);
+  if (ms >= 1) return fmt::format("{:.1f} ms", ms);
+  return fmt::format("{:.3f} ms", ms);
+}
+
+struct ByteUnit {
+  double bytes;
+  std::string_view name;
+};
+
+// The largest binary unit the data reaches, so ticks read "4 GiB", not "4096 MiB".
+ByteUnit UnitFor(double max_bytes) {
+  constexpr std::array<ByteUnit, 5> kUnits = {{{1.0, "B"},
+                                               {1024.0, "KiB"},
+                                               {1024.0 * 1024, "MiB"},
+                                               {1024.0 * 1024 * 1024, "GiB"},
+                                               {1024.0 * 1024 * 1024 * 1024, "TiB"}}};
+  ByteUnit unit = kUnits[0];
+  for (const ByteUnit& candidate : kUnits) {
+    if (max_bytes >= candidate.bytes) unit = candidate;
+  }
+  return unit;
+}
+
+// Both the exact path and the per-column one are drawn from a list of steps:
+// from `time_s` on, `bytes` are allocated.
+std::vector<MemoryPoint> ExactSteps(const std::vector<MemoryPoint>& memory) {
+  std::vector<MemoryPoint> steps;
+  steps.reserve(memory.size());
+  for (const MemoryPoint& point : memory) {
+    if (!steps.empty() && steps.back().bytes == point.bytes) continue;
+    steps.push_back(point);
+  }
+  return steps;
+}
+
+// One step per pixel column, at the highest level the curve reaches inside
+// the column (the level carried in from the left counts too), so a peak that
+// lasts a nanosecond is still drawn at its full height.
+std::vector<MemoryPoint> ColumnSteps(const std::vector<MemoryPoint>& memory, double end_s) {
+  const double column_s = end_s / kColumns;
+  std::vector<MemoryPoint> steps;
+  size_t next = 0;
+  bool started = false;
+  int64_t level = 0;
+  for (int column = 0; column < kColumns; ++column) {
+    if (next == memory.size()) {
+      // Past the last event the level holds; only a peak in the column
+      // before needs bringing down.
+      if (!steps.empty() && steps.back().bytes != level) {
+        steps.push_back({column_s * column, level});
+      }
+      break;
+    }
+    const double column_end = column_s * (column + 1);
+    const bool last = column + 1 == kColumns;
+    if (!started && memory[next].time_s >= column_end && !last) continue;
+    int64_t highest = started ? level : memory[next].bytes;
+    while (next < memory.size() && (last || memory[next].time_s < column_end)) {
+      level = memory[next].bytes;
+      highest = std::max(highest, level);
+      ++next;
+    }
+    started = true;
+    // A column after a peak starts from `level`, which brings the curve down.
+    if (steps.empty() || steps.back().bytes != highest) {
+      steps.push_back({column_s * column, highest});
+    }
+  }
+  return steps;
+}
+
+class Canvas {
+ public:
+  Canvas(double end_s, double top_bytes) : end_s_(end_s), top_bytes_(top_bytes) {}
+
+  double X(double time_s) const {
+    return kLeft + std::clamp(time_s / end_s_, 0.0, 1.0) * kPlotWidth;
+  }
+  double Y(double bytes) const {
+    return kBottom - std::clamp(bytes / top_bytes_, 0.0, 1.0) * kPlotHeight;
+  }
+
+ private:
+  double end_s_;
+  double top_bytes_;
+};
+
+std::string Coordinate(double value) { return fmt::format("{:.1f}", value); }
+
+std::string Polyline(const Canvas& canvas, const std::vector<MemoryPoint>& steps, double end_s) {
+  std::string points;
+  std::string last;
+  auto add = [&](double x, double y) {
+    std::string point = fmt::format("{},{}", Coordinate(x), Coordinate(y));
+    if (point == last) return;
+    if (!points.empty()) points += ' ';
+    points += point;
+    last = std::move(point);
+  };
+  double level_y = kBottom;
+  for (const MemoryPoint& step : steps) {
+    const double x = canvas.X(step.time_s);
+    add(x, level_y);
+    level_y = canvas.Y(static_cast<double>(step.bytes));
+    add(x, level_y);
+  }
+  add(canvas.X(end_s), level_y);
+  add(canvas.X(end_s), kBottom);
+  // The fill closes the shape along the time axis; the stroke, being a
+  // polyline, does not, so the axis is not drawn over in the curve's colour.
+  return fmt::format(
+      "<polyline class=\"memory\" fill=\"{}\" fill-opacity=\"0.25\" stroke=\"{}\" "
+      "stroke-width=\"1.5\" stroke-linejoin=\"round\" points=\"{}\"/>\n",
+      kCurveColor, kCurveColor, points);
+}
+
+std::string HorizontalLine(const Canvas& canvas, std::string_view css_class, int64_t bytes,
+                           std::string_view color, std::string_view dash, std::string_view label,
+                           bool label_right) {
+  const double y = canvas.Y(static_cast<double>(bytes));
+  return fmt::format(
+      "<line class=\"{0}\" x1=\"{1}\" y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"{4}\" "
+      "stroke-width=\"1.5\" stroke-dasharray=\"{5}\"/>\n"
+      "<text class=\"{0}-label\" x=\"{6}\" y=\"{7}\" fill=\"{4}\" text-anchor=\"{8}\">{9}</text>\n",
+      css_class, Coordinate(kLeft), Coordinate(y), Coordinate(kRight), color, dash,
+      Coordinate(label_right ? kRight - 4 : kLeft + 4), Coordinate(y - 5),
+      label_right ? "end" : "start", EscapeXml(label));
+}
+
+// A legend row above the plot. Widths are estimated from the text length (no
+// font metrics without a renderer); 7 px a character suits 12 px sans-serif.
+class Legend {
+ public:
+  void Add(std::string_view symbol_svg, std::string_view label) {
+    svg_ +=
+        fmt::format("<g transform=\"translate({},{})\">{}<text x=\"26\" y=\"4\">{}</text></g>\n",
+                    Coordinate(x_), Coordinate(kY), symbol_svg, EscapeXml(label));
+    x_ += 26 + 7.0 * static_cast<double>(label.size()) + 24;
+  }
+  const std::string& svg() const { return svg_; }
+
+ private:
+  static constexpr double kY = 64;
+  double x_ = kLeft;
+  std::string svg_;
+};
+
+}  // namespace
+
+std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, int64_t arena_bytes,
+                          std::string_view title) {
+  const std::vector<MemoryPoint>& memory = result.memory;
+
+  int64_t peak = 0;
+  double peak_time_s = 0;
+  for (const MemoryPoint& point : memory) {
+    if (point.bytes > peak) {
+      peak = point.bytes;
+      peak_time_s = point.time_s;
+    }
+  }
+  double end_s = result.step_time_s;
+  if (!memory.empty()) end_s = std::max(end_s, memory.back().time_s);
+  // A zero-length step still needs a non-empty axis to divide by.
+  if (!(end_s > 0)) end_s = 1e-3;
+
+  const bool draw_budget = budget_bytes > 0;
+  const bool draw_arena = arena_bytes > 0 && arena_bytes != budget_bytes;
+  double data_max = static_cast<double>(peak);
+  if (draw_budget) data_max = std::max(data_max, static_cast<double>(budget_bytes));
+  if (draw_arena) data_max = std::max(data_max, static_cast<double>(arena_bytes));
+  if (!(data_max > 0)) data_max = 1024.0 * 1024;
+
+  // Headroom above the highest line so its label fits under the plot's top.
+  const ByteUnit unit = UnitFor(data_max);
+  const double y_step = NiceStep(data_max * 1.08 / unit.bytes, 6);
+  const double y_top = std::ceil(data_max * 1.08 / unit.bytes / y_step) * y_step;
+  const Canvas canvas(end_s, y_top * unit.bytes);
+
+  const double end_ms = end_s * 1e3;
+  const double x_step = NiceStep(end_ms, 8);
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+      "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<title>{2}</title>\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{2}</text>\n",
+      kWidth, kHeight, EscapeXml(title), Coordinate(kLeft));
+
+  std::string subtitle = fmt::format("step {}, peak {} at {}", FormatMillis(result.step_time_s),
+                                     FormatBytes(peak), FormatMillis(peak_time_s));
+  if (draw_budget) {
+    subtitle += fmt::format(" ({:.1f}% of the budget)",
+                            100.0 * static_cast<double>(peak) / static_cast<double>(budget_bytes));
+  }
+  if (memory.size() > kMaxExactPoints) {
+    subtitle += fmt::format(", {} memory events drawn as the maximum per pixel", memory.size());
+  }
+  svg += fmt::format("<text class=\"subtitle\" x=\"{}\" y=\"46\" fill=\"#555\">{}</text>\n",
+                     Coordinate(kLeft), EscapeXml(subtitle));
+
+  // Grid and ticks first, so the curve and the lines are drawn over them.
+  const int y_decimals = Decimals(y_step);
+  for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
+    const double value = i * y_step;
+    const double y = canvas.Y(value * unit.bytes);
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>\n"
+        "<text class=\"ytick\" x=\"{4}\" y=\"{1}\" text-anchor=\"end\" "
+        "dominant-baseline=\"middle\">{5:.{6}f} {7}</text>\n",
+        Coordinate(kLeft), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(kLeft - 8),
+        value, y_decimals, unit.name);
+  }
+  const int x_decimals = Decimals(x_step);
+  for (int i = 0; i * x_step <= end_ms * (1 + 1e-9); ++i) {
+    const double value = i * x_step;
+    const double x = canvas.X(value * 1e-3);
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>\n"
+        "<text class=\"xtick\" x=\"{0}\" y=\"{4}\" text-anchor=\"middle\">{5:.{6}f}</text>\n",
+        Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kGridColor, Coordinate(kBottom + 18),
+        value, x_decimals);
+  }
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time (ms)</text>\n"
+      "<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">"
+      "device memory allocated</text>\n",
+      Coordinate(kLeft + kPlotWidth / 2), Coordinate(kBottom + 40),
+      Coordinate(kTop + kPlotHeight / 2), Coordinate(kTop + kPlotHeight / 2));
+
+  Legend legend;
+  if (memory.empty()) {
+    svg += fmt::format(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">no memory events</text>\n",
+        Coordinate(kLeft + kPlotWidth / 2), Coordinate(kTop + kPlotHeight / 2));
+  } else {
+    const std::vector<MemoryPoint> steps =
+        memory.size() > kMaxExactPoints ? ColumnSteps(memory, end_s) : ExactSteps(memory);
+    svg += Polyline(canvas, steps, end_s);
+    legend.Add(fmt::format("<rect x=\"0\" y=\"-6\" width=\"20\" height=\"12\" fill=\"{0}\" "
+                           "fill-opacity=\"0.25\" stroke=\"{0}\"/>",
+                           kCurveColor),
+               "allocated");
+  }
+
+  if (draw_arena) {
+    const std::string label = fmt::format("arena {}", FormatBytes(arena_bytes));
+    // Left-aligned, the budget's label being on the right: the two lines can
+    // be a few pixels apart.
+    svg += HorizontalLine(canvas, "arena", arena_bytes, kArenaColor, "2 3", label, false);
+    legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{}\" stroke-width=\"1.5\" "
+                           "stroke-dasharray=\"2 3\"/>",
+                           kArenaColor),
+               label);
+  }
+  if (draw_budget) {
+    const std::string label = fmt::format("budget {}", FormatBytes(budget_bytes));
+    svg += HorizontalLine(canvas, "budget", budget_bytes, kBudgetColor, "6 4", label, true);
+    legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{}\" stroke-width=\"1.5\" "
+                           "stroke-dasharray=\"6 4\"/>",
+                           kBudgetColor),
+               label);
+  }
+  if (!memory.empty()) {
+    svg += fmt::format(
+        "<circle class=\"peak\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" stroke=\"white\"/>\n",
+        Coordinate(canvas.X(peak_time_s)), Coordinate(canvas.Y(static_cast<double>(peak))),
+        kPeakColor);
+    legend.Add(fmt::format("<circle cx=\"10\" cy=\"0\" r=\"4\" fill=\"{}\"/>", kPeakColor),
+               fmt::format("peak {}", FormatBytes(peak)));
+  }
+  svg += legend.svg();
+
+  svg += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n",
+      Coordinate(kLeft), Coordinate(kTop), Coordinate(kPlotWidth), Coordinate(kPlotHeight));
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace spillway::sim

@@ -1,0 +1,76 @@
+// The simulator: runs a Program against a cost model, without executing
+// anything, and says how long the step takes and how device memory evolves.
+//
+// Each stream runs its instructions in order; an instruction starts when its
+// stream is free and its waited events are recorded. With one copy engine the
+// two copy streams also share that engine, first come first served in program
+// order. Allocs and frees take no time, and a free does not hold up its
+// stream (program/program.h states the semantics).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "analysis/cost_model.h"
+#include "program/program.h"
+
+namespace spillway::sim {
+
+struct SimulatorOptions {
+  int copy_engines = 2;
+};
+
+struct InstructionTiming {
+  double start_s = 0;
+  double end_s = 0;
+};
+
+struct StreamStats {
+  double busy_s = 0;   // time spent running instructions
+  double stall_s = 0;  // time between instructions spent waiting on events
+  int64_t instructions = 0;
+};
+
+// Device bytes allocated from `time_s` on (a step function).
+struct MemoryPoint {
+  double time_s = 0;
+  int64_t bytes = 0;
+};
+
+struct SimulationResult {
+  double step_time_s = 0;
+  std::array<StreamStats, program::kNumStreams> streams{};
+  int64_t d2h_bytes = 0;
+  int64_t h2d_bytes = 0;
+  int64_t recompute_flops = 0;
+  double recompute_s = 0;
+  std::vector<InstructionTiming> timings;  // one per instruction
+  std::vector<MemoryPoint> memory;         // every change, in time order
+  int64_t peak_bytes = 0;                  // highest allocated total (at most the arena)
+  double peak_time_s = 0;
+};
+
+class Simulator {
+ public:
+  // Node times are computed once here; Run can then be called many times (a
+  // policy tunes its plan with the simulator in the loop).
+  Simulator(const ir::Graph& graph, const analysis::CostModel& cost_model,
+            SimulatorOptions options = {});
+
+  SimulationResult Run(const program::Program& program) const;
+
+  double node_seconds(ir::NodeId node) const { return node_seconds_[static_cast<size_t>(node)]; }
+  double copy_seconds(int64_t bytes, analysis::CopyDirection direction) const {
+    return cost_model_.CopySeconds(bytes, direction);
+  }
+
+ private:
+  const ir::Graph& graph_;
+  const analysis::CostModel& cost_model_;
+  SimulatorOptions options_;
+  std::vector<double> node_seconds_;
+  std::vector<int64_t> node_flops_;
+};
+
+}  // namespace spillway::sim
