@@ -64,6 +64,10 @@ struct OpDef {
   // (output, input) pairs: the output is written in place over the input's
   // buffer (optimizer updates, running statistics). Liveness counts one buffer.
   std::vector<std::pair<int, int>> in_place;
+  // The kernel may write its first output over any input of the same type
+  // that nothing reads afterwards: it reads element i of every input before it
+  // writes element i (elementwise ops). The rewriter donates such buffers.
+  bool may_overwrite_inputs = false;
   ValidateFn validate = nullptr;  // may be null: no attributes to check
   InferFn infer = nullptr;
   CostFn cost = nullptr;  // null: bytes of inputs and outputs, no FLOPs

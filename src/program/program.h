@@ -66,7 +66,12 @@ struct Instruction {
   ir::NodeId node = ir::kNoNode;  // compute and recompute
   BufferId buffer = kNoBuffer;    // alloc and free
   // Compute: one entry per node input / output, in order (an output that is
-  // not produced — an unused statistic of a recompute — is kNoBuffer).
+  // not produced — an unused statistic of a recompute — is kNoBuffer). A
+  // recomputed batch norm also reads its saved statistics, after its inputs,
+  // and skips the running statistics (kNoBuffer): it normalizes with the
+  // statistics of the first run and updates nothing.
+  // An output may be written over a dead input's buffer (the op's registry
+  // entry allows it): a buffer can hold several values, one after another.
   // Copies: the source and the destination.
   std::vector<BufferId> reads;
   std::vector<BufferId> writes;

@@ -26,7 +26,8 @@ namespace {
 constexpr int kForever = INT_MAX;
 
 // A batch norm in training mode re-normalizes with the statistics it saved the
-// first time, so that the recomputed output is bitwise the original.
+// first time, so that the recomputed output is bitwise the original, and does
+// not touch the running statistics again.
 bool RecomputeReadsSavedStatistics(const ir::Node& node) {
   if (node.op != ir::OpKind::kBatchNorm) return false;
   absl::StatusOr<bool> training = node.attrs.GetBool("training", true);
@@ -133,6 +134,8 @@ class Rewriter {
     buffer.memory = memory;
     buffer.persistent = persistent;
     program_.buffers.push_back(std::move(buffer));
+    read_by_copy_.push_back(false);
+    holder_.push_back(value);
     return program_.buffers.back().id;
   }
 
@@ -203,6 +206,7 @@ class Rewriter {
     copy.kind = InstructionKind::kCopyToHost;
     copy.stream = Stream::kDeviceToHost;
     copy.reads = {live_[v].buffer};
+    read_by_copy_[static_cast<size_t>(live_[v].buffer)] = true;
     copy.writes = {host};
     copy.waits = {RecordEvent(producer_index)};
     copy.step = step;
@@ -239,10 +243,15 @@ class Rewriter {
     const ir::Node& node = graph_.node(val.producer);
     std::vector<ir::ValueId> needed = node.inputs;
     if (RecomputeReadsSavedStatistics(node)) {
+      // Normalized with the saved batch statistics, not the running ones
+      // (which the first run has already updated in place).
+      needed[3] = needed[4] = ir::kInvalidValue;
       needed.push_back(node.outputs[1]);
       needed.push_back(node.outputs[2]);
     }
-    for (ir::ValueId input : needed) RETURN_IF_ERROR(Materialize(input, step));
+    for (ir::ValueId input : needed) {
+      if (input != ir::kInvalidValue) RETURN_IF_ERROR(Materialize(input, step));
+    }
 
     Instruction recompute;
     recompute.kind = InstructionKind::kRecompute;
@@ -250,8 +259,9 @@ class Rewriter {
     recompute.node = node.id;
     recompute.step = step;
     for (ir::ValueId input : needed) {
-      const BufferId buffer = Resident(input, step);
+      const BufferId buffer = input == ir::kInvalidValue ? kNoBuffer : Resident(input, step);
       recompute.reads.push_back(buffer);
+      if (buffer == kNoBuffer) continue;
       AddReadWait(buffer, recompute.waits);
     }
     const BufferId rebuilt = NewBuffer(val.name + "@recompute", value, Memory::kDevice, false);
@@ -261,6 +271,26 @@ class Rewriter {
     Emit(std::move(recompute));
     live_[v] = {rebuilt, ExpiryOfRebuilt(value, step)};
     return absl::OkStatus();
+  }
+
+  // An input buffer the node's first output can be written over: the op
+  // allows it, the input is of the output's type, nothing reads it after this
+  // step, and no copy reads it (a spill still in flight would see the new
+  // contents). Saves an allocation for every relu, add and gradient sum.
+  BufferId Donation(const ir::Node& node, size_t output, const std::vector<BufferId>& reads,
+                    int step) const {
+    if (output != 0 || !ir::GetOpDef(node.op).may_overwrite_inputs) return kNoBuffer;
+    const ir::TensorType& type = graph_.value(node.outputs[0]).type;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const ir::ValueId input = node.inputs[k];
+      const BufferId buffer = reads[k];
+      const Buffer& candidate = program_.buffer(buffer);
+      if (candidate.persistent || read_by_copy_[static_cast<size_t>(buffer)]) continue;
+      if (graph_.value(input).type != type || is_output_[static_cast<size_t>(input)]) continue;
+      if (live_[static_cast<size_t>(input)].expires_after != step) continue;
+      return buffer;
+    }
+    return kNoBuffer;
   }
 
   int ExpiryOfOutput(ir::ValueId value, int step) const {
@@ -295,12 +325,16 @@ class Rewriter {
       if (in_place != def.in_place.end()) {
         buffer = compute.reads[static_cast<size_t>(in_place->second)];
         live_[static_cast<size_t>(output)] = {buffer, kForever};
+      } else if (BufferId donated = Donation(node, i, compute.reads, step); donated != kNoBuffer) {
+        buffer = donated;
+        live_[static_cast<size_t>(output)] = {buffer, ExpiryOfOutput(output, step)};
       } else {
         buffer = NewBuffer(graph_.value(output).name, output, Memory::kDevice, false);
         EmitAlloc(buffer, Stream::kCompute, step);
         live_[static_cast<size_t>(output)] = {buffer, ExpiryOfOutput(output, step)};
       }
       compute.writes.push_back(buffer);
+      holder_[static_cast<size_t>(buffer)] = output;
     }
     const int index = Emit(std::move(compute));
     for (ir::ValueId output : node.outputs) {
@@ -336,8 +370,9 @@ class Rewriter {
     std::vector<std::vector<Instruction>> frees_after(instructions.size());
     for (const Buffer& buffer : program_.buffers) {
       if (buffer.memory != Memory::kDevice || buffer.persistent) continue;
-      if (is_output_[static_cast<size_t>(buffer.value)] &&
-          live_[static_cast<size_t>(buffer.value)].buffer == buffer.id) {
+      const ir::ValueId held = holder_[static_cast<size_t>(buffer.id)];
+      if (is_output_[static_cast<size_t>(held)] &&
+          live_[static_cast<size_t>(held)].buffer == buffer.id) {
         continue;  // a graph output lives to the end of the step
       }
       const int last = last_access[static_cast<size_t>(buffer.id)];
@@ -373,6 +408,8 @@ class Rewriter {
   std::vector<BufferId> host_copy_;
   std::vector<EventId> host_ready_;
   std::map<BufferId, EventId> pending_wait_;
+  std::vector<bool> read_by_copy_;   // per buffer: a spill copy reads it
+  std::vector<ir::ValueId> holder_;  // per buffer: the value it holds last
   std::vector<std::vector<ir::ValueId>> fetches_before_step_;
 };
 

@@ -100,6 +100,8 @@ class Verifier {
             return Error(Describe(i) + " does not write one buffer per output");
           }
           for (BufferId buffer : instruction.reads) {
+            // A recompute skips the inputs it does not need (running statistics).
+            if (buffer == kNoBuffer && instruction.kind == InstructionKind::kRecompute) continue;
             if (!ValidBuffer(buffer)) return Error(Describe(i) + " reads no valid buffer");
           }
           for (size_t o = 0; o < instruction.writes.size(); ++o) {
@@ -107,9 +109,9 @@ class Verifier {
             if (buffer == kNoBuffer && instruction.kind == InstructionKind::kRecompute && o > 0)
               continue;
             if (!ValidBuffer(buffer)) return Error(Describe(i) + " writes no valid buffer");
-            if (program_.buffer(buffer).value != node.outputs[o] &&
-                !program_.buffer(buffer).persistent) {
-              return Error(fmt::format("{} writes output {} into {}, which holds another value",
+            if (program_.buffer(buffer).bytes <
+                program_.graph->value(node.outputs[o]).type.bytes()) {
+              return Error(fmt::format("{} writes output {} into {}, which is too small",
                                        Describe(i), o, Name(buffer)));
             }
           }
@@ -237,6 +239,18 @@ class Verifier {
     std::vector<bool> is_output(static_cast<size_t>(program_.graph->num_values()), false);
     for (ir::ValueId output : program_.graph->outputs())
       is_output[static_cast<size_t>(output)] = true;
+    // A buffer that ends the step holding a graph output may stay.
+    std::vector<ir::ValueId> last_held(program_.buffers.size(), ir::kInvalidValue);
+    for (const Instruction& instruction : instructions) {
+      if (instruction.kind == InstructionKind::kAlloc ||
+          instruction.kind == InstructionKind::kFree) {
+        continue;
+      }
+      for (size_t o = 0; o < instruction.writes.size(); ++o) {
+        if (instruction.writes[o] == kNoBuffer) continue;
+        last_held[static_cast<size_t>(instruction.writes[o])] = Written(instruction, o);
+      }
+    }
     for (const Buffer& buffer : program_.buffers) {
       if (buffer.memory != Memory::kDevice) continue;
       const size_t b = static_cast<size_t>(buffer.id);
@@ -245,7 +259,7 @@ class Verifier {
         return Error(fmt::format("persistent {} is freed", Name(buffer.id)));
       }
       if (!buffer.persistent && free_[b] < 0 &&
-          !(buffer.value >= 0 && is_output[static_cast<size_t>(buffer.value)])) {
+          !(last_held[b] >= 0 && is_output[static_cast<size_t>(last_held[b])])) {
         return Error(fmt::format("{} is never freed", Name(buffer.id)));
       }
       if (free_[b] >= 0 && free_[b] < alloc_[b]) {
@@ -255,38 +269,89 @@ class Verifier {
     return absl::OkStatus();
   }
 
+  // The value an instruction expects in each buffer it reads. A recompute
+  // reads its node's inputs and then, for batch norm, the saved statistics
+  // (outputs 1 and 2 of the node).
+  ir::ValueId ExpectedRead(const Instruction& instruction, size_t k) const {
+    if (instruction.kind == InstructionKind::kCopyToHost ||
+        instruction.kind == InstructionKind::kCopyToDevice) {
+      return program_.buffer(instruction.writes[0]).value;
+    }
+    const ir::Node& node = program_.graph->node(instruction.node);
+    if (k < node.inputs.size()) return node.inputs[k];
+    return node.outputs[k - node.inputs.size() + 1];
+  }
+
+  ir::ValueId Written(const Instruction& instruction, size_t o) const {
+    if (instruction.kind == InstructionKind::kCopyToHost ||
+        instruction.kind == InstructionKind::kCopyToDevice) {
+      return program_.buffer(instruction.writes[0]).value;
+    }
+    return program_.graph->node(instruction.node).outputs[o];
+  }
+
+  std::string ValueName(ir::ValueId value) const {
+    return value == ir::kInvalidValue ? std::string("nothing")
+                                      : fmt::format("'{}'", program_.graph->value(value).name);
+  }
+
+  // Follows, in program order, which value each buffer holds. Every read must
+  // find the value it expects, written by an instruction that has finished;
+  // every write must come after the reads and writes of what it replaces.
   absl::Status CheckAccesses() {
     const std::vector<Instruction>& instructions = program_.instructions;
-    // The instructions that have written each buffer so far, in program order.
-    std::vector<std::vector<size_t>> writers(program_.buffers.size());
+    std::vector<ir::ValueId> holder(program_.buffers.size(), ir::kInvalidValue);
+    std::vector<int> writer(program_.buffers.size(), -1);
+    std::vector<std::vector<size_t>> readers(program_.buffers.size());
+    for (const Buffer& buffer : program_.buffers) {
+      if (buffer.persistent) holder[static_cast<size_t>(buffer.id)] = buffer.value;
+    }
     for (size_t i = 0; i < instructions.size(); ++i) {
       const Instruction& instruction = instructions[i];
       if (instruction.kind == InstructionKind::kAlloc ||
           instruction.kind == InstructionKind::kFree) {
         continue;
       }
-      for (BufferId buffer : instruction.reads) {
-        const Buffer& b = program_.buffer(buffer);
-        if (b.memory == Memory::kDevice) {
+      for (size_t k = 0; k < instruction.reads.size(); ++k) {
+        const BufferId buffer = instruction.reads[k];
+        if (buffer == kNoBuffer) continue;
+        const size_t b = static_cast<size_t>(buffer);
+        if (program_.buffer(buffer).memory == Memory::kDevice) {
           if (absl::Status status = CheckResident(i, buffer, "reads"); !status.ok()) return status;
         }
-        if (b.persistent) continue;  // filled before the step starts
-        const std::vector<size_t>& written = writers[static_cast<size_t>(buffer)];
-        const bool complete = std::any_of(written.begin(), written.end(),
-                                          [&](size_t w) { return HappensBefore(w, i); });
-        if (!complete) {
+        const ir::ValueId expected = ExpectedRead(instruction, k);
+        if (holder[b] != expected) {
+          return Error(fmt::format("{} reads {} for {}, but it holds {}", Describe(i), Name(buffer),
+                                   ValueName(expected), ValueName(holder[b])));
+        }
+        if (writer[b] >= 0 && !HappensBefore(static_cast<size_t>(writer[b]), i)) {
           return Error(
               fmt::format("{} reads {} before any write of it has completed (missing wait "
                           "for a fetch or a recomputation?)",
                           Describe(i), Name(buffer)));
         }
+        readers[b].push_back(i);
       }
-      for (BufferId buffer : instruction.writes) {
+      for (size_t o = 0; o < instruction.writes.size(); ++o) {
+        const BufferId buffer = instruction.writes[o];
         if (buffer == kNoBuffer) continue;
+        const size_t b = static_cast<size_t>(buffer);
         if (program_.buffer(buffer).memory == Memory::kDevice) {
           if (absl::Status status = CheckResident(i, buffer, "writes"); !status.ok()) return status;
         }
-        writers[static_cast<size_t>(buffer)].push_back(i);
+        for (size_t reader : readers[b]) {
+          if (reader != i && !HappensBefore(reader, i)) {
+            return Error(fmt::format("{} overwrites {} while instruction {} may still read it",
+                                     Describe(i), Name(buffer), reader));
+          }
+        }
+        if (writer[b] >= 0 && !HappensBefore(static_cast<size_t>(writer[b]), i)) {
+          return Error(fmt::format("{} writes {} while instruction {} may still write it",
+                                   Describe(i), Name(buffer), writer[b]));
+        }
+        readers[b].clear();
+        writer[b] = static_cast<int>(i);
+        holder[b] = Written(instruction, o);
       }
     }
     return absl::OkStatus();

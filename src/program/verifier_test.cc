@@ -137,7 +137,7 @@ TEST_F(VerifierTest, ReusingBytesWithoutWaitingForTheFree) {
 }
 
 TEST_F(VerifierTest, BufferOutsideTheArena) {
-  program_.buffers[static_cast<size_t>(BufferNamed("db"))].offset = program_.arena_bytes;
+  program_.buffers[static_cast<size_t>(BufferNamed("b"))].offset = program_.arena_bytes;
   EXPECT_THAT(Error(), HasSubstr("lies outside the"));
 }
 
@@ -154,14 +154,14 @@ TEST_F(VerifierTest, EventRecordedTwice) {
 }
 
 TEST_F(VerifierTest, BufferNeverFreed) {
-  const size_t free = Find(InstructionKind::kFree, "db");
+  const size_t free = Find(InstructionKind::kFree, "a@fetch");
   program_.instructions.erase(program_.instructions.begin() + static_cast<std::ptrdiff_t>(free));
-  EXPECT_THAT(Error(), HasSubstr("buffer 'db' is never freed"));
+  EXPECT_THAT(Error(), HasSubstr("buffer 'a@fetch' is never freed"));
 }
 
 TEST_F(VerifierTest, BufferFreedTwice) {
-  program_.instructions.push_back(program_.instructions[Find(InstructionKind::kFree, "db")]);
-  EXPECT_THAT(Error(), HasSubstr("buffer 'db' is freed twice"));
+  program_.instructions.push_back(program_.instructions[Find(InstructionKind::kFree, "a@fetch")]);
+  EXPECT_THAT(Error(), HasSubstr("buffer 'a@fetch' is freed twice"));
 }
 
 TEST_F(VerifierTest, NodeComputedTwice) {
@@ -179,9 +179,17 @@ TEST_F(VerifierTest, CopyOnTheWrongStream) {
   EXPECT_THAT(Error(), HasSubstr("is on the wrong copy stream"));
 }
 
-TEST_F(VerifierTest, WritingAnOutputIntoAnotherValuesBuffer) {
-  At(InstructionKind::kCompute, "c").writes[0] = BufferNamed("db");
-  EXPECT_THAT(Error(), HasSubstr("holds another value"));
+TEST_F(VerifierTest, OverwritingAValueThatIsStillNeeded) {
+  // c written over b (and read from there by db), but da reads b at step 4.
+  At(InstructionKind::kCompute, "c").writes[0] = BufferNamed("b");
+  At(InstructionKind::kCompute, "db").reads = {BufferNamed("b"), BufferNamed("b")};
+  EXPECT_THAT(Error(), HasSubstr("reads buffer 'b' for 'b', but it holds 'c'"));
+}
+
+TEST_F(VerifierTest, OverwritingABufferASpillIsStillCopying) {
+  // b written over a while a's copy to the host may still be running.
+  At(InstructionKind::kCompute, "b").writes[0] = BufferNamed("a");
+  EXPECT_THAT(Error(), HasSubstr("overwrites buffer 'a' while instruction"));
 }
 
 }  // namespace

@@ -229,6 +229,23 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
   defs.push_back(MakeDef(OpKind::kAddN, kElementwise, 1, -1, false, nullptr, InferAddN, AddNCost));
   defs.push_back(MakeDef(OpKind::kReduceSum, OpClass::kReduction, 1, 1, false, ValidateReduceSum,
                          InferReduceSum, ReduceSumCost));
+  for (OpDef& def : defs) {
+    switch (def.kind) {
+      case OpKind::kRelu:
+      case OpKind::kReluBackward:
+      case OpKind::kGelu:
+      case OpKind::kGeluBackward:
+      case OpKind::kAdd:
+      case OpKind::kMul:
+      case OpKind::kDropout:
+      case OpKind::kDropoutBackward:
+      case OpKind::kAddN:
+        def.may_overwrite_inputs = true;
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 }  // namespace spillway::ir::ops

@@ -44,6 +44,16 @@ TEST(ElementwiseOpsTest, RegistryEntries) {
                     OpKind::kFill, OpKind::kAddN, OpKind::kReduceSum}) {
     EXPECT_FALSE(GetOpDef(op).differentiable) << OpName(op);
   }
+  // Elementwise kernels may write over a dead input; a reduction, a fill (no
+  // input) and ops of other families may not.
+  for (OpKind op : {OpKind::kRelu, OpKind::kReluBackward, OpKind::kAdd, OpKind::kAddN,
+                    OpKind::kDropoutBackward}) {
+    EXPECT_TRUE(GetOpDef(op).may_overwrite_inputs) << OpName(op);
+  }
+  for (OpKind op :
+       {OpKind::kReduceSum, OpKind::kFill, OpKind::kConv2d, OpKind::kBatchNorm, OpKind::kSoftmax}) {
+    EXPECT_FALSE(GetOpDef(op).may_overwrite_inputs) << OpName(op);
+  }
 }
 
 TEST(ElementwiseOpsTest, ReluKeepsTypeAndLayout) {
