@@ -184,7 +184,13 @@ class Rewriter {
     SPILLWAY_CHECK(host_copy_[v] != kNoBuffer, "a fetched value was spilled first");
     const BufferId device =
         NewBuffer(graph_.value(value).name + "@fetch", value, Memory::kDevice, false);
-    EmitAlloc(device, Stream::kHostToDevice, step);
+    const int alloc = EmitAlloc(device, Stream::kHostToDevice, step);
+    // The fetch is issued when the compute stream reaches its step, not as
+    // soon as the copy stream is free: that is when the Plan wants the bytes.
+    if (last_compute_ >= 0) {
+      const EventId reached = RecordEvent(last_compute_);
+      program_.instructions[static_cast<size_t>(alloc)].waits.push_back(reached);
+    }
     Instruction copy;
     copy.kind = InstructionKind::kCopyToDevice;
     copy.stream = Stream::kHostToDevice;
@@ -337,6 +343,7 @@ class Rewriter {
       holder_[static_cast<size_t>(buffer)] = output;
     }
     const int index = Emit(std::move(compute));
+    last_compute_ = index;
     for (ir::ValueId output : node.outputs) {
       if (plan_.decision(output) == Decision::kSpill &&
           first_late_read_[static_cast<size_t>(output)] != kForever) {
@@ -408,6 +415,7 @@ class Rewriter {
   std::vector<BufferId> host_copy_;
   std::vector<EventId> host_ready_;
   std::map<BufferId, EventId> pending_wait_;
+  int last_compute_ = -1;            // the latest compute instruction emitted
   std::vector<bool> read_by_copy_;   // per buffer: a spill copy reads it
   std::vector<ir::ValueId> holder_;  // per buffer: the value it holds last
   std::vector<std::vector<ir::ValueId>> fetches_before_step_;
