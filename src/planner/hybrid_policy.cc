@@ -22,8 +22,9 @@ struct Candidate {
   bool can_recompute = false;
   double d2h_s = 0;
   double h2d_s = 0;
-  double window_s = 0;     // ideal time between production and the first read back
-  double recompute_s = 0;  // producer and the lost intermediates it needs
+  double window_s = 0;                     // ideal time between production and the first read back
+  double recompute_s = 0;                  // producer and the lost intermediates it needs
+  std::vector<ir::ValueId> rebuild_reads;  // saved tensors a rebuild reads
 };
 
 class HybridPlanner {
@@ -74,6 +75,26 @@ class HybridPlanner {
       }
       return memo = seconds;
     };
+    // The saved tensors a rebuild reads: through the intermediates it rebuilds
+    // too, and a batch norm's saved statistics.
+    auto rebuild_reads = [&](auto&& self, ir::ValueId value,
+                             std::vector<ir::ValueId>& reads) -> void {
+      const ir::Node& node = graph.node(graph.value(value).producer);
+      std::vector<ir::ValueId> inputs = node.inputs;
+      if (node.op == ir::OpKind::kBatchNorm && node.outputs.size() > 2) {
+        inputs.push_back(node.outputs[1]);
+        inputs.push_back(node.outputs[2]);
+      }
+      for (ir::ValueId input : inputs) {
+        const ir::Value& in = graph.value(input);
+        if (in.producer == ir::kNoNode) continue;
+        if (saved[static_cast<size_t>(input)]) {
+          reads.push_back(input);
+        } else if (program::CanRecompute(graph, input)) {
+          self(self, input, reads);
+        }
+      }
+    };
     for (const autodiff::SavedTensor& tensor : context_.saved()) {
       if (!program::CanSpill(graph, tensor.value)) continue;
       const int read = context_.first_backward_read(tensor.value);
@@ -97,7 +118,14 @@ class HybridPlanner {
       candidate.recompute_s = candidate.can_recompute
                                   ? rebuild_seconds(rebuild_seconds, tensor.value)
                                   : std::numeric_limits<double>::infinity();
+      if (candidate.can_recompute)
+        rebuild_reads(rebuild_reads, tensor.value, candidate.rebuild_reads);
       candidates_.push_back(candidate);
+    }
+    recomputed_readers_.assign(candidates_.size(), 0);
+    index_of_value_.assign(static_cast<size_t>(graph.num_values()), -1);
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      index_of_value_[static_cast<size_t>(candidates_[i].value)] = static_cast<int>(i);
     }
     forward_s_ = context_.ideal_start_s(FirstBackwardStep());
     backward_s_ = context_.ideal_step_time_s() - forward_s_;
@@ -123,9 +151,23 @@ class HybridPlanner {
     return std::max(own, d2h_over + h2d_over);
   }
 
-  Decision Cheaper(const Candidate& c, double* cost) const {
+  // A tensor is rebuilt only from tensors that are kept or fetched, never
+  // from other rebuilt ones: chains of recomputation would hold a whole
+  // segment at once and save nothing (the recompute policy's trade-off).
+  bool RecomputeAllowed(size_t index, const std::vector<Decision>& decisions) const {
+    const Candidate& c = candidates_[index];
+    if (!c.can_recompute || recomputed_readers_[index] > 0) return false;
+    for (ir::ValueId read : c.rebuild_reads) {
+      const int j = index_of_value_[static_cast<size_t>(read)];
+      if (j >= 0 && decisions[static_cast<size_t>(j)] == Decision::kRecompute) return false;
+    }
+    return true;
+  }
+
+  Decision Cheaper(size_t index, const std::vector<Decision>& decisions, double* cost) const {
+    const Candidate& c = candidates_[index];
     const double spill = SpillCost(c);
-    if (c.can_recompute && c.recompute_s < spill) {
+    if (RecomputeAllowed(index, decisions) && c.recompute_s < spill) {
       *cost = c.recompute_s;
       return Decision::kRecompute;
     }
@@ -143,6 +185,13 @@ class HybridPlanner {
       d2h_load_ += candidates_[index].d2h_s;
       h2d_load_ += candidates_[index].h2d_s;
     }
+    if ((before == Decision::kRecompute) != (decision == Decision::kRecompute)) {
+      const int delta = decision == Decision::kRecompute ? 1 : -1;
+      for (ir::ValueId read : candidates_[index].rebuild_reads) {
+        const int j = index_of_value_[static_cast<size_t>(read)];
+        if (j >= 0) recomputed_readers_[static_cast<size_t>(j)] += delta;
+      }
+    }
     decisions[index] = decision;
   }
 
@@ -156,22 +205,37 @@ class HybridPlanner {
                          const std::vector<int>& fetch_advance) const {
     program::Plan plan = context_.KeepAll("hybrid");
     std::vector<size_t> spilled;
+    // A spilled tensor is needed back by its first backward reader, or
+    // earlier by the rebuild of a recomputed tensor that reads it.
+    std::vector<int> needed(candidates_.size());
+    for (size_t i = 0; i < candidates_.size(); ++i) needed[i] = candidates_[i].first_backward;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] == Decision::kRecompute) plan.Recompute(candidates_[i].value);
+      if (decisions[i] != Decision::kRecompute) continue;
+      plan.Recompute(candidates_[i].value);
+      for (ir::ValueId read : candidates_[i].rebuild_reads) {
+        const int j = index_of_value_[static_cast<size_t>(read)];
+        if (j < 0) continue;
+        int& need = needed[static_cast<size_t>(j)];
+        need = std::min(need, candidates_[i].first_backward);
+      }
+    }
+    for (size_t i = 0; i < candidates_.size(); ++i) {
       if (decisions[i] == Decision::kSpill) spilled.push_back(i);
     }
-    std::sort(spilled.begin(), spilled.end(), [&](size_t a, size_t b) {
-      return candidates_[a].first_backward > candidates_[b].first_backward;
-    });
+    std::sort(spilled.begin(), spilled.end(),
+              [&](size_t a, size_t b) { return needed[a] > needed[b]; });
     double next_start = std::numeric_limits<double>::infinity();
     for (size_t i : spilled) {
       const Candidate& c = candidates_[i];
-      const double finish = std::min(context_.ideal_start_s(c.first_backward), next_start);
-      const double start = std::max(
-          finish - c.h2d_s, context_.ideal_start_s(c.first_backward) - c.h2d_s - lead_cap_s_);
+      const double deadline = context_.ideal_start_s(needed[i]);
+      const double finish = std::min(deadline, next_start);
+      const double start = std::max(finish - c.h2d_s, deadline - c.h2d_s - lead_cap_s_);
       next_start = start;
-      int step = c.first_backward;
-      while (step > c.produced + 1 && context_.ideal_start_s(step) > start) --step;
+      int step = needed[i];
+      // A negative cap: just in time, before the step that needs it.
+      while (lead_cap_s_ >= 0 && step > c.produced + 1 && context_.ideal_start_s(step) > start) {
+        --step;
+      }
       step = std::max(c.produced + 1, step - fetch_advance[i]);
       plan.Spill(c.value, step);
     }
@@ -221,11 +285,16 @@ class HybridPlanner {
           if (decisions[i] == Decision::kKeep) order.push_back(i);
         }
       }
-      if (order.empty()) break;  // everything is already off the device
+      if (order.empty()) {
+        // Everything is off the device and it still does not fit: rebuilds
+        // hold their inputs and temporaries, so trade the largest for spills.
+        ASSIGN_OR_RETURN(current, SpillRecomputed(decisions, std::move(current)));
+        break;
+      }
       std::vector<double> score(candidates_.size(), 0);
       for (size_t i : order) {
         double cost = 0;
-        Cheaper(candidates_[i], &cost);
+        Cheaper(i, decisions, &cost);
         score[i] = static_cast<double>(candidates_[i].bytes) / (cost + 1e-7);
       }
       std::stable_sort(order.begin(), order.end(),
@@ -234,8 +303,29 @@ class HybridPlanner {
       for (size_t i : order) {
         if (freed >= excess) break;
         double cost = 0;
-        Apply(i, Cheaper(candidates_[i], &cost), decisions);
+        Apply(i, Cheaper(i, decisions, &cost), decisions);
         freed += candidates_[i].bytes;
+      }
+      ASSIGN_OR_RETURN(current, Evaluate(decisions));
+    }
+    return current;
+  }
+
+  absl::StatusOr<Evaluation> SpillRecomputed(std::vector<Decision>& decisions, Evaluation current) {
+    std::vector<size_t> recomputed;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] == Decision::kRecompute) recomputed.push_back(i);
+    }
+    std::stable_sort(recomputed.begin(), recomputed.end(), [&](size_t a, size_t b) {
+      return candidates_[a].bytes > candidates_[b].bytes;
+    });
+    size_t next = 0;
+    while (!context_.Fits(current) && next < recomputed.size()) {
+      // Halve what is left each round: few evaluations, and no more spills
+      // than needed once it fits.
+      const size_t batch = std::max<size_t>(1, (recomputed.size() - next + 1) / 2);
+      for (size_t k = 0; k < batch && next < recomputed.size(); ++k) {
+        Apply(recomputed[next++], Decision::kSpill, decisions);
       }
       ASSIGN_OR_RETURN(current, Evaluate(decisions));
     }
@@ -282,6 +372,10 @@ class HybridPlanner {
   // Tries a change; keeps it if the plan still fits and the step is faster.
   absl::StatusOr<bool> TryChange(std::vector<Decision>& decisions, Evaluation& current,
                                  size_t index, Decision decision, int advance) {
+    if (decision == Decision::kRecompute && decisions[index] != Decision::kRecompute &&
+        !RecomputeAllowed(index, decisions)) {
+      return false;
+    }
     const Decision old_decision = decisions[index];
     const int old_advance = fetch_advance_[index];
     Apply(index, decision, decisions);
@@ -380,12 +474,14 @@ class HybridPlanner {
   PlanningContext& context_;
   std::chrono::steady_clock::time_point start_;
   std::vector<Candidate> candidates_;
-  std::vector<int> fetch_advance_;  // extra steps of lead for a fetch that stalled
+  std::vector<int> index_of_value_;      // candidate index of each value, -1 if none
+  std::vector<int> recomputed_readers_;  // per candidate: recomputed tensors that read it
+  std::vector<int> fetch_advance_;       // extra steps of lead for a fetch that stalled
   double forward_s_ = 0;
   double backward_s_ = 0;
   double d2h_load_ = 0;
   double h2d_load_ = 0;
-  double lead_cap_s_ = 0;
+  double lead_cap_s_ = -1;  // < 0: every fetch just in time
   int64_t smallest_arena_ = std::numeric_limits<int64_t>::max();
 };
 

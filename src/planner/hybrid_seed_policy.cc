@@ -55,7 +55,17 @@ absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
   if (!context.Fits(result.best)) return result;  // the paper starts from a swap plan that fits
   for (const RecomputationUnit& unit : Units(context, result.best.plan)) {
     program::Plan trial = result.best.plan;
-    for (ir::ValueId member : unit.members) trial.Recompute(member);
+    // As in TFLMS, a swapped-in tensor is fetched relative to its first
+    // consumer; once the members are recomputed, that is their rebuild, which
+    // reads the checkpoint: its fetch moves up to the members' earliest.
+    const ir::ValueId checkpoint = context.graph().node(unit.checkpoint).outputs.front();
+    int fetch = trial.at(checkpoint).fetch_step;
+    for (ir::ValueId member : unit.members) {
+      const int member_fetch = trial.at(member).fetch_step;
+      if (member_fetch >= 0 && (fetch < 0 || member_fetch < fetch)) fetch = member_fetch;
+      trial.Recompute(member);
+    }
+    if (trial.decision(checkpoint) == program::Decision::kSpill) trial.Spill(checkpoint, fetch);
     ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(std::move(trial)));
     if (context.Fits(evaluation) && evaluation.step_time_s() < result.best.step_time_s()) {
       result.best = std::move(evaluation);

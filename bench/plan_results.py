@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Regenerates the planner section of docs/results.md.
+
+Runs `spillway compare --json` on the paper's three workloads, on the paper's
+machine (v100-16g-nvlink2, its 16 GB less the profile's reserve) and on an
+H200 with PCIe 5 at a quarter of each workload's footprint, and writes one
+table per machine between the markers in docs/results.md. Standard library
+only; the figures are the simulator's predictions, not measurements.
+
+  bench/plan_results.py [--binary build/release/src/cli/spillway] [--check]
+"""
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results.md"
+BEGIN = "<!-- plan-results:begin (bench/plan_results.py writes this part) -->"
+END = "<!-- plan-results:end -->"
+
+# The paper's workloads; DeepLabV3+ gets a batch whose footprint is at least
+# twice the V100 budget (batch 1 needs only 2.7 GiB).
+WORKLOADS = [
+    ("ResNet-50, 8000x8000, batch 1", ["--model", "resnet50", "--image", "8000", "--batch", "1"]),
+    ("ResNet-152, 7500x7500, batch 1", ["--model", "resnet152", "--image", "7500", "--batch", "1"]),
+    ("DeepLabV3+ (ResNet-50), 1000x1000, batch 16",
+     ["--model", "deeplabv3plus", "--image", "1000", "--batch", "16"]),
+]
+PAPER_SPEEDUP = {"ResNet-50": "15.5%", "ResNet-152": "15.3%", "DeepLabV3+": "12.4%"}
+
+
+def run(binary, args):
+    out = subprocess.run([binary, *args, "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def footprint(binary, workload_args):
+    none = run(binary, ["plan", *workload_args, "--policy", "none", "--budget", "1TiB"])
+    return none["arena_bytes"]
+
+
+def gib(n):
+    return f"{n / 2**30:.1f} GiB"
+
+
+def table(binary, hardware, budget_for):
+    lines = [
+        "| workload | budget | policy | arena | step (s) | overhead vs none | speedup vs swap | "
+        "to host | recompute | planning |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, args in WORKLOADS:
+        budget = budget_for(args)
+        budget_args = ["--budget", str(budget)] if budget else []
+        rows = run(binary, ["compare", *args, "--hardware", hardware, *budget_args])
+        for row in rows:
+            if row["policy"] == "none" and not row["feasible"]:
+                cells = [f"needs {gib(row['smallest_arena_bytes'])}", "-", "-", "-", "-", "-",
+                         f"{row['planning_ms']:.0f} ms"]
+            elif not row["feasible"]:
+                cells = [f"infeasible (needs {gib(row['smallest_arena_bytes'])})", "-", "-", "-",
+                         "-", "-", f"{row['planning_ms']:.0f} ms"]
+            else:
+                speedup = row.get("speedup_over_swap")
+                cells = [
+                    gib(row["arena_bytes"]),
+                    f"{row['step_time_s']:.3f}",
+                    f"{100 * row['overhead']:+.1f}%",
+                    "-" if speedup is None else f"{100 * speedup:+.1f}%",
+                    gib(row["d2h_bytes"]),
+                    f"{row['recompute_flops'] / 1e12:.2f} TFLOP",
+                    f"{row['planning_ms']:.0f} ms",
+                ]
+            lines.append(f"| {name} | {gib(row['budget_bytes'])} | {row['policy']} | " +
+                         " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", default=str(ROOT / "build/release/src/cli/spillway"))
+    parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
+    options = parser.parse_args()
+    binary = options.binary
+    footprints = {tuple(args): footprint(binary, args) for _, args in WORKLOADS}
+    v100 = table(binary, "v100-16g-nvlink2", lambda args: None)
+    h200 = table(binary, "h200-141g-pcie5", lambda args: footprints[tuple(args)] // 4)
+    today = datetime.date.today().isoformat()
+    section = "\n".join([
+        BEGIN,
+        f"Generated {today} by `bench/plan_results.py` on {platform.node()} "
+        f"({platform.machine()}, {platform.system()}); predicted by the simulator with the "
+        "roofline cost model, not measured on a GPU.",
+        "",
+        "### V100 16 GB with NVLink 2.0 (`v100-16g-nvlink2`, default budget)",
+        "",
+        v100,
+        "",
+        "### H200 with PCIe 5 (`h200-141g-pcie5`), budget a quarter of the `none` arena",
+        "",
+        h200,
+        END,
+    ])
+    if options.print:
+        print(section)
+        return
+    text = RESULTS.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n## Planning the paper's workloads\n\n" + section + "\n"
+    RESULTS.write_text(text)
+    print(f"updated {RESULTS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
