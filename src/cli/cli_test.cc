@@ -106,6 +106,71 @@ TEST(Cli, GptOptionsReachTheBuilder) {
   EXPECT_EQ(report["nodes"]["update"].get<int64_t>() > 0, true);
 }
 
+TEST(Cli, CompareJsonHasOneObjectPerPolicyWithTheDocumentedKeys) {
+  // ResNet-18 at 2048x2048 needs about 1.7 GiB unplanned: 1.25 GiB makes the
+  // planners work, and none reports itself infeasible. (Below about 1.1 GiB
+  // nothing fits: the stem's batch-norm backward alone holds three 256 MiB
+  // tensors, next to 140 MiB of weights, gradients and momentum.)
+  const CommandResult run =
+      Spillway("compare --model resnet18 --image 2048 --budget 1.25GiB --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json list = nlohmann::json::parse(run.out);
+  ASSERT_EQ(list.size(), 5u);
+  const char* const policies[] = {"none", "swap", "recompute", "hybrid-seed", "hybrid"};
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& row = list[i];
+    EXPECT_EQ(row["policy"], policies[i]);
+    for (const char* key : {"feasible", "arena_bytes", "step_time_s", "overhead", "d2h_bytes",
+                            "h2d_bytes", "recompute_flops", "planning_ms"}) {
+      EXPECT_TRUE(row.contains(key)) << policies[i] << " lacks " << key;
+    }
+  }
+  EXPECT_FALSE(list[0]["feasible"].get<bool>());
+  const int64_t budget = int64_t{5} << 28;
+  EXPECT_GT(list[0]["arena_bytes"].get<int64_t>(), budget);
+  // hybrid fits and its arena is within the budget.
+  EXPECT_TRUE(list[4]["feasible"].get<bool>());
+  EXPECT_LE(list[4]["arena_bytes"].get<int64_t>(), budget);
+  EXPECT_GE(list[4]["overhead"].get<double>(), 0.0);
+}
+
+TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {
+  const CommandResult run =
+      Spillway("plan --model resnet18 --image 512 --budget 64MiB --policy swap");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("infeasible: the smallest arena it reaches is"));
+  EXPECT_THAT(run.out, HasSubstr("rerun with --budget"));
+}
+
+TEST(Cli, PlanWritesATraceAPlotAndTheProgram) {
+  const std::string dir = ::testing::TempDir();
+  const std::string trace = dir + "/spillway_trace.json";
+  const std::string plot = dir + "/spillway_memory.svg";
+  const std::string dump = dir + "/spillway_program.txt";
+  const CommandResult run = Spillway(
+      "plan --model resnet18 --image 256 --budget 60% --hardware "
+      "a100-40g-pcie4 --trace " +
+      trace + " --memory-plot " + plot + " --dump-program " + dump);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("Policy       hybrid: feasible"));
+  auto read = [](const std::string& path) {
+    FILE* file = std::fopen(path.c_str(), "rb");
+    std::string text;
+    if (file == nullptr) return text;
+    std::array<char, 4096> buffer;
+    size_t n;
+    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
+      text.append(buffer.data(), n);
+    std::fclose(file);
+    return text;
+  };
+  const nlohmann::json events = nlohmann::json::parse(read(trace));
+  EXPECT_FALSE(events["traceEvents"].empty());
+  EXPECT_THAT(read(plot), HasSubstr("<svg"));
+  EXPECT_THAT(read(plot), HasSubstr("budget"));
+  EXPECT_THAT(read(dump), HasSubstr("compute  compute"));
+}
+
 struct BadInput {
   const char* args;
   const char* message;
@@ -132,6 +197,12 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
                       BadInput{"inspect --model resnet50 --image lots", "lots"},
                       BadInput{"inspect", "--model"}, BadInput{"frobnicate", "subcommand"},
-                      BadInput{"hardware v100", "v100-16g-nvlink2, v100-16g-pcie3"}));
+                      BadInput{"hardware v100", "v100-16g-nvlink2, v100-16g-pcie3"},
+                      BadInput{"plan --model resnet18 --budget lots", "budget"},
+                      BadInput{"plan --model resnet18 --budget 150%", "budget"},
+                      BadInput{"plan --model resnet18 --policy greedy", "greedy"},
+                      BadInput{"compare --model resnet18 --hardware tpu", "tpu"},
+                      BadInput{"plan --model resnet18 --trace /nonexistent/dir/t.json",
+                               "/nonexistent/dir/t.json"}));
 
 }  // namespace

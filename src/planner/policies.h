@@ -29,9 +29,10 @@ class SwapPolicy final : public Policy {
   static program::Plan PlanFor(const PlanningContext& context, int threshold, int ahead);
 };
 
-// Recomputation only: Chen et al.'s checkpoints, either every sqrt(n)-th saved
-// tensor or wherever the running segment would exceed a byte limit; the limit
-// is searched by simulation for the fastest plan that fits.
+// Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
+// tensor, or wherever the running segment would exceed a byte limit — and the
+// chain-optimal checkpoints of chain_checkpointing.h; the byte limit is
+// scanned by simulation for the fastest plan that fits.
 class RecomputePolicy final : public Policy {
  public:
   std::string_view name() const override { return "recompute"; }
@@ -39,6 +40,12 @@ class RecomputePolicy final : public Policy {
 
   static program::Plan SqrtCheckpoints(const PlanningContext& context);
   static program::Plan SegmentCheckpoints(const PlanningContext& context, int64_t segment_bytes);
+  // The checkpoints that SolveChain (chain_checkpointing.h) finds optimal for
+  // the saved tensors read as a chain, under `chain_limit_bytes` of the chain
+  // model's peak.
+  static program::Plan ChainCheckpoints(const PlanningContext& context, int64_t chain_limit_bytes);
+  // Longer chains are solved on a grid of segment sizes with a capped frontier.
+  static constexpr size_t kExactChainLength = 64;
 };
 
 // The paper's heuristic (Imai et al., IEEE BigData 2020) as DESIGN.md reads

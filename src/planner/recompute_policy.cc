@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "planner/chain_checkpointing.h"
 #include "planner/policies.h"
 #include "support/status_macros.h"
 
@@ -49,6 +50,32 @@ program::Plan RecomputePolicy::SegmentCheckpoints(const PlanningContext& context
   return plan;
 }
 
+program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
+                                                int64_t chain_limit_bytes) {
+  // The recomputable saved tensors in forward order, read as a chain: each
+  // costs its producer's time to rebuild. Exact on a chain; on a general
+  // graph (branches, fan-out) the model is an approximation that the
+  // simulator then checks.
+  const std::vector<const autodiff::SavedTensor*> tensors = Recomputable(context);
+  std::vector<ChainTensor> chain;
+  chain.reserve(tensors.size());
+  for (const autodiff::SavedTensor* tensor : tensors) {
+    chain.push_back({tensor->bytes, context.simulator().node_seconds(tensor->producer)});
+  }
+  ChainOptions options;
+  if (chain.size() > kExactChainLength) {
+    options.segment_candidates = 12;
+    options.max_frontier = 16;
+  }
+  const ChainSolution solution = SolveChain(chain, chain_limit_bytes, options);
+  program::Plan plan = context.KeepAll("recompute");
+  if (!solution.feasible) return plan;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!solution.checkpoint[i]) plan.Recompute(tensors[i]->value);
+  }
+  return plan;
+}
+
 absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
   PlanResult result;
   std::optional<Evaluation> best;
@@ -82,6 +109,13 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
         ASSIGN_OR_RETURN(Evaluation trial, context.Evaluate(SegmentCheckpoints(
                                                context, static_cast<int64_t>(limit))));
         consider(std::move(trial));
+        // The chain's optimum when the chain model's peak (checkpoints and
+        // the largest segment) may be twice that limit; every third point,
+        // as the dynamic program costs more than a greedy pass.
+        if (i % 3 != 0) continue;
+        ASSIGN_OR_RETURN(Evaluation chain, context.Evaluate(ChainCheckpoints(
+                                               context, 2 * static_cast<int64_t>(limit))));
+        consider(std::move(chain));
       }
     }
   }
