@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds Spillway (Release) and runs the main job on
-# the built-in default workload. Extra arguments go to `spillway inspect`.
+# Installs what is missing, builds Spillway (Release) and runs the main job:
+# every policy on the paper's first workload (ResNet-50 at 8000x8000, batch 1)
+# on the paper's machine (V100 16 GB, NVLink 2.0), side by side. Extra
+# arguments go to `spillway compare` (e.g. --hardware h200-141g-pcie5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,8 +11,8 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target spillway
 bin=build/release/src/cli/spillway
 
-echo "== spillway inspect --model resnet50 --image 224 --batch 1"
-"$bin" inspect --model resnet50 --image 224 --batch 1 "$@"
+echo "== spillway inspect --model resnet50 --image 8000 --batch 1"
+"$bin" inspect --model resnet50 --image 8000 --batch 1
 echo
-echo "== spillway inspect --model resnet50 --image 8000 --batch 1 (the paper's first workload)"
-"$bin" inspect --model resnet50 --image 8000 --batch 1 "$@"
+echo "== spillway compare --model resnet50 --image 8000 --batch 1 --hardware v100-16g-nvlink2 $*"
+"$bin" compare --model resnet50 --image 8000 --batch 1 --hardware v100-16g-nvlink2 "$@"

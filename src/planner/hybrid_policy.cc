@@ -43,7 +43,6 @@ class HybridPlanner {
     if (context_.Fits(current)) {
       ASSIGN_OR_RETURN(current, Refine(decisions, std::move(current)));
     }
-    result.smallest_arena_bytes = smallest_arena_;
     result.best = std::move(current);
     return result;
   }
@@ -245,7 +244,6 @@ class HybridPlanner {
   absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions) {
     if (fetch_advance_.size() != candidates_.size()) fetch_advance_.assign(candidates_.size(), 0);
     ASSIGN_OR_RETURN(Evaluation evaluation, context_.Evaluate(MakePlan(decisions, fetch_advance_)));
-    smallest_arena_ = std::min(smallest_arena_, evaluation.arena_bytes());
     return evaluation;
   }
 
@@ -482,7 +480,6 @@ class HybridPlanner {
   double d2h_load_ = 0;
   double h2d_load_ = 0;
   double lead_cap_s_ = -1;  // < 0: every fetch just in time
-  int64_t smallest_arena_ = std::numeric_limits<int64_t>::max();
 };
 
 }  // namespace

@@ -6,7 +6,6 @@ namespace spillway::planner {
 absl::StatusOr<PlanResult> NonePolicy::Run(PlanningContext& context) {
   ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(context.KeepAll("none")));
   PlanResult result;
-  result.smallest_arena_bytes = evaluation.arena_bytes();
   result.best = std::move(evaluation);
   return result;
 }

@@ -66,6 +66,7 @@ absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   ASSIGN_OR_RETURN(program::Program built, program::BuildProgram(graph_, schedule_, plan));
   Evaluation evaluation{std::move(plan), std::move(built), {}};
   evaluation.simulation = simulator_.Run(evaluation.program);
+  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
   return evaluation;
 }
 
@@ -96,7 +97,13 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
 absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   const auto start = std::chrono::steady_clock::now();
   const int evaluations_before = context.evaluations();
+  context.StartRun();
   ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
+  SPILLWAY_CHECK(context.smallest().has_value(), "a policy evaluates at least one plan");
+  result.smallest_arena_bytes = context.smallest()->arena_bytes();
+  if (!context.Fits(result.best) && result.smallest_arena_bytes < result.best.arena_bytes()) {
+    result.best = *context.smallest();
+  }
   result.policy = std::string(policy.name());
   result.best.plan.set_policy(result.policy);
   result.planning_s =

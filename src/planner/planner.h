@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,9 +46,11 @@ struct Evaluation {
 struct PlanResult {
   std::string policy;
   bool feasible = false;
-  // Feasible: the chosen plan. Infeasible: the policy's smallest-arena plan.
+  // Feasible: the chosen plan. Infeasible: the smallest-arena plan the
+  // policy evaluated.
   Evaluation best;
-  // The smallest arena this policy reached: the budget it needs at least.
+  // The smallest arena of any plan the policy evaluated: the budget it needs
+  // at least (RunPolicy fills it in).
   int64_t smallest_arena_bytes = 0;
   double planning_s = 0;
   int evaluations = 0;  // candidate Programs built and simulated
@@ -84,9 +87,12 @@ class PlanningContext {
   // A plan with every tensor kept and the graph's pins applied.
   program::Plan KeepAll(std::string policy) const;
 
-  // Applies the pins, builds the Program and simulates it. Counts evaluations.
+  // Applies the pins, builds the Program and simulates it. Counts evaluations
+  // and remembers the one with the smallest arena since StartRun.
   absl::StatusOr<Evaluation> Evaluate(program::Plan plan);
   int evaluations() const { return evaluations_; }
+  void StartRun() { smallest_.reset(); }
+  const std::optional<Evaluation>& smallest() const { return smallest_; }
 
   bool Fits(const Evaluation& evaluation) const {
     return evaluation.arena_bytes() <= options_.budget_bytes;
@@ -104,6 +110,7 @@ class PlanningContext {
   std::vector<int> last_forward_read_;
   std::vector<double> ideal_start_s_;  // one per step, and the end
   int evaluations_ = 0;
+  std::optional<Evaluation> smallest_;
 };
 
 class Policy {

@@ -79,9 +79,7 @@ program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
 absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
   PlanResult result;
   std::optional<Evaluation> best;
-  std::optional<Evaluation> smallest;
   auto consider = [&](Evaluation evaluation) {
-    if (!smallest || evaluation.arena_bytes() < smallest->arena_bytes()) smallest = evaluation;
     if (!best || Better(evaluation, *best, context.budget_bytes())) best = std::move(evaluation);
   };
   ASSIGN_OR_RETURN(Evaluation keep_all, context.Evaluate(context.KeepAll("recompute")));
@@ -119,7 +117,6 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
       }
     }
   }
-  result.smallest_arena_bytes = smallest->arena_bytes();
   result.best = *std::move(best);
   return result;
 }

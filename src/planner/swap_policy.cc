@@ -104,13 +104,11 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
   // Nothing spilled: if that fits there is nothing to tune.
   ASSIGN_OR_RETURN(Evaluation keep_all, evaluate(setup.max_distance, 0));
   if (context.Fits(keep_all)) {
-    result.smallest_arena_bytes = keep_all.arena_bytes();
     result.best = std::move(keep_all);
     return result;
   }
   // Everything spilled, fetched just in time: the least memory swapping reaches.
   ASSIGN_OR_RETURN(Evaluation all, evaluate(-1, 0));
-  result.smallest_arena_bytes = all.arena_bytes();
   if (!context.Fits(all)) {
     result.best = std::move(all);
     return result;
