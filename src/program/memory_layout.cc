@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
+#include <limits>
+#include <span>
+#include <tuple>
 
 #include "support/check.h"
 
@@ -94,6 +98,245 @@ void BestFitHeap::Free(int32_t buffer) {
 }
 
 HeapLayout BestFitHeap::Finish() { return layout_; }
+
+namespace {
+
+// The end of a buffer that is never freed: after every tick.
+constexpr int64_t kLiveToTheEnd = std::numeric_limits<int64_t>::max();
+
+using ByteRange = std::pair<int64_t, int64_t>;  // [begin, end)
+
+// Writes the union of two sorted lists of ranges (each free of overlapping or
+// touching ranges) to `out`, in the same form, and returns the end of what it
+// wrote. `out` must not alias either input.
+ByteRange* UnionOf(std::span<const ByteRange> a, std::span<const ByteRange> b, ByteRange* out) {
+  ByteRange* written = out;
+  auto push = [&](const ByteRange& range) {
+    if (written != out && std::prev(written)->second >= range.first) {
+      std::prev(written)->second = std::max(std::prev(written)->second, range.second);
+    } else {
+      *written++ = range;
+    }
+  };
+  auto x = a.begin();
+  auto y = b.begin();
+  while (x != a.end() && y != b.end()) push(x->first <= y->first ? *x++ : *y++);
+  // What is left of one list may still join the last range written, which
+  // can reach past several of its ranges; from the first range that does not
+  // join, the rest follows as is.
+  auto rest = x != a.end() ? x : y;
+  const auto rest_end = x != a.end() ? a.end() : b.end();
+  while (rest != rest_end && written != out && std::prev(written)->second >= rest->first) {
+    push(*rest++);
+  }
+  return std::copy(rest, rest_end, written);
+}
+
+// A union of byte ranges, kept as sorted ranges none of which overlap or touch.
+// Ranges are only ever added: placement never takes a buffer back.
+class RangeUnion {
+ public:
+  void Add(int64_t begin, int64_t end) {
+    // The ranges that overlap or touch [begin, end) are consecutive: from the
+    // first that ends at or after `begin` to the last that starts at or before
+    // `end`. They all fold into one.
+    const auto first = std::partition_point(ranges_.begin(), ranges_.end(),
+                                            [&](const ByteRange& r) { return r.second < begin; });
+    const auto last = std::partition_point(first, ranges_.end(),
+                                           [&](const ByteRange& r) { return r.first <= end; });
+    if (first == last) {
+      ranges_.insert(first, ByteRange(begin, end));
+      return;
+    }
+    *first = ByteRange(std::min(begin, first->first), std::max(end, std::prev(last)->second));
+    ranges_.erase(std::next(first), last);
+  }
+
+  std::span<const ByteRange> ranges() const { return ranges_; }
+
+ private:
+  std::vector<ByteRange> ranges_;
+};
+
+// The bytes taken by placed buffers, searchable by time. Only the starts of
+// buffers that take space matter as instants: two intervals overlap exactly
+// when the later start lies in both. So time is the sequence of those starts,
+// numbered 0..count-1 (slots), and each buffer covers a range of slots.
+//
+// A segment tree over the slots keeps, per node, the union of the byte ranges
+// of the buffers whose slot range covers the node's slots but not its
+// parent's (`cover`), and of all buffers with such a node anywhere in its
+// subtree (`below`). A buffer overlaps a query's slots exactly when one of its
+// nodes lies in the subtree of one of the query's nodes (so it is in that
+// node's `below`) or above one (so it is in that ancestor's `cover`). A query
+// thus reads O(log n) unions, whose sizes count disjoint runs of taken bytes
+// rather than buffers: long-lived buffers that sit side by side, which every
+// short-lived one overlaps, count as one run.
+class PlacedBuffers {
+ public:
+  explicit PlacedBuffers(size_t slots) : slots_(slots), nodes_(2 * std::bit_ceil(slots)) {}
+
+  // Marks bytes [begin, end) taken during slots [first, last).
+  void Place(size_t first, size_t last, int64_t begin, int64_t end) {
+    Place(1, 0, slots_, first, last, begin, end);
+  }
+
+  // The bytes taken at some slot in [first, last), as sorted ranges none of
+  // which overlap or touch. The result points into the tree or into
+  // `scratch_`, and is valid until the next Place or Taken.
+  std::span<const ByteRange> Taken(size_t first, size_t last) {
+    lists_.clear();
+    Collect(1, 0, slots_, first, last);
+    if (lists_.empty()) return {};
+    // Union the lists pairwise, round by round, between the two scratch
+    // vectors (sized up front so that no span into them goes stale).
+    size_t total = 0;
+    for (const std::span<const ByteRange> list : lists_) total += list.size();
+    for (std::vector<ByteRange>& scratch : scratch_) {
+      if (scratch.size() < total) scratch.resize(total);
+    }
+    for (size_t round = 0; lists_.size() > 1; ++round) {
+      ByteRange* out = scratch_[round % 2].data();
+      size_t kept = 0;
+      for (size_t i = 0; i < lists_.size(); i += 2) {
+        // An odd list out is copied along too: the next round writes over
+        // the vector it may point into.
+        ByteRange* const end = i + 1 < lists_.size()
+                                   ? UnionOf(lists_[i], lists_[i + 1], out)
+                                   : std::copy(lists_[i].begin(), lists_[i].end(), out);
+        lists_[kept++] = std::span<const ByteRange>(out, end);
+        out = end;
+      }
+      lists_.resize(kept);
+    }
+    return lists_.front();
+  }
+
+ private:
+  struct Node {
+    RangeUnion cover;
+    RangeUnion below;
+  };
+
+  void Place(size_t node, size_t lo, size_t hi, size_t first, size_t last, int64_t begin,
+             int64_t end) {
+    if (last <= lo || hi <= first) return;
+    nodes_[node].below.Add(begin, end);
+    if (first <= lo && hi <= last) {
+      nodes_[node].cover.Add(begin, end);
+      return;
+    }
+    const size_t mid = lo + (hi - lo) / 2;
+    Place(2 * node, lo, mid, first, last, begin, end);
+    Place(2 * node + 1, mid, hi, first, last, begin, end);
+  }
+
+  void Collect(size_t node, size_t lo, size_t hi, size_t first, size_t last) {
+    if (last <= lo || hi <= first) return;
+    const bool inside = first <= lo && hi <= last;
+    const RangeUnion& ranges = inside ? nodes_[node].below : nodes_[node].cover;
+    if (!ranges.ranges().empty()) lists_.push_back(ranges.ranges());
+    if (inside) return;
+    const size_t mid = lo + (hi - lo) / 2;
+    Collect(2 * node, lo, mid, first, last);
+    Collect(2 * node + 1, mid, hi, first, last);
+  }
+
+  size_t slots_;
+  std::vector<Node> nodes_;  // 1 is the root; node v has children 2v and 2v+1
+  std::vector<std::span<const ByteRange>> lists_;
+  std::vector<ByteRange> scratch_[2];
+};
+
+}  // namespace
+
+DecreasingSizeBestFitHeap::DecreasingSizeBestFitHeap(int64_t alignment) : alignment_(alignment) {
+  SPILLWAY_CHECK(alignment > 0, "heap alignment must be positive");
+}
+
+int64_t DecreasingSizeBestFitHeap::RoundUp(int64_t bytes) const {
+  return (bytes + alignment_ - 1) / alignment_ * alignment_;
+}
+
+void DecreasingSizeBestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
+  SPILLWAY_CHECK(bytes >= 0, "a buffer cannot have negative size");
+  const bool inserted = live_.try_emplace(buffer, intervals_.size()).second;
+  SPILLWAY_CHECK(inserted, "buffer allocated twice without a free in between");
+  intervals_.push_back(Interval{buffer, RoundUp(bytes), clock_++, kLiveToTheEnd});
+}
+
+void DecreasingSizeBestFitHeap::Free(int32_t buffer) {
+  const auto it = live_.find(buffer);
+  SPILLWAY_CHECK(it != live_.end(), "freeing a buffer that is not live");
+  intervals_[it->second].end = clock_++;
+  live_.erase(it);
+}
+
+HeapLayout DecreasingSizeBestFitHeap::Finish() {
+  // Only buffers that take space are placed (zero-byte ones stay at offset 0).
+  // intervals_ is in start order, so slots come out in start order too.
+  std::vector<size_t> sized;  // slot -> index in intervals_
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < intervals_.size(); ++i) {
+    if (intervals_[i].bytes == 0) continue;
+    sized.push_back(i);
+    starts.push_back(intervals_[i].start);
+  }
+  const size_t slots = sized.size();
+  // A buffer covers the slots from its own up to the first start at or after
+  // its end.
+  std::vector<size_t> last_slot(slots);
+  for (size_t slot = 0; slot < slots; ++slot) {
+    const int64_t end = intervals_[sized[slot]].end;
+    last_slot[slot] =
+        static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), end) - starts.begin());
+  }
+
+  std::vector<size_t> order(slots);  // slots, largest buffer first
+  for (size_t slot = 0; slot < slots; ++slot) order[slot] = slot;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Interval& x = intervals_[sized[a]];
+    const Interval& y = intervals_[sized[b]];
+    // Starts are distinct ticks, so the id only matters in principle.
+    return std::tuple(-x.bytes, x.start, x.buffer) < std::tuple(-y.bytes, y.start, y.buffer);
+  });
+
+  std::vector<int64_t> offsets(intervals_.size(), 0);
+  PlacedBuffers placed(slots);
+  int64_t arena_bytes = 0;
+  for (const size_t slot : order) {
+    const size_t index = sized[slot];
+    const int64_t size = intervals_[index].bytes;
+    // Between consecutive taken ranges lie the free gaps; their starts are
+    // buffer ends, hence multiples of the alignment. `top` ends up as the
+    // highest end among the overlapping buffers.
+    int64_t best_offset = -1;
+    int64_t best_size = 0;
+    int64_t top = 0;
+    for (const auto& [begin, end] : placed.Taken(slot, last_slot[slot])) {
+      const int64_t gap = begin - top;
+      // Strictly smaller: on a tie the lower gap, found first, stays chosen.
+      if (gap >= size && (best_offset < 0 || gap < best_size)) {
+        best_offset = top;
+        best_size = gap;
+      }
+      top = std::max(top, end);
+    }
+    const int64_t offset = best_offset >= 0 ? best_offset : top;
+    offsets[index] = offset;
+    arena_bytes = std::max(arena_bytes, offset + size);
+    placed.Place(slot, last_slot[slot], offset, offset + size);
+  }
+
+  HeapLayout layout;
+  layout.arena_bytes = arena_bytes;
+  // Intervals are in Alloc order, so an id's latest Alloc is written last.
+  // Ids usually rise in that order, which the hint makes cheap.
+  for (size_t i = 0; i < intervals_.size(); ++i) {
+    layout.offsets.insert_or_assign(layout.offsets.end(), intervals_[i].buffer, offsets[i]);
+  }
+  return layout;
+}
 
 void HeapCallRecorder::Alloc(int32_t buffer, int64_t bytes) {
   calls_.push_back(fmt::format("alloc {} {}", buffer, bytes));

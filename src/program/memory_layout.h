@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,63 @@ class BestFitHeap final : public HeapAlgorithm {
   std::map<int32_t, Block> live_;         // buffer -> where it is
   int64_t end_ = 0;                       // current top of the arena
   HeapLayout layout_;
+};
+
+// Global decreasing-size best fit (the idea behind XLA's "global decreasing
+// size best fit" heap). Alloc and Free only record each buffer's live interval
+// on a logical clock; Finish lays out all of them at once, largest first, so
+// that small buffers fill in around large ones instead of the other way round.
+// That can pack tighter than the online BestFitHeap, but is not sure to: on
+// the bundled models' training programs the two arenas are within about 1%.
+//
+// Time: every call (Alloc or Free, zero-byte buffers included) takes the next
+// tick of the clock, 0, 1, 2, ... A buffer is live on [its Alloc's tick, its
+// Free's tick); one never freed is live to the end. No two calls share a tick,
+// so two intervals overlap exactly when each buffer is allocated before the
+// other is freed: a buffer freed by an earlier call than another's Alloc may
+// share bytes with it, one freed by a later call may not. That is the same
+// rule as BestFitHeap's, so the rewriter's reuse events stay valid.
+//
+// Finish places buffers by decreasing rounded size (ties: earlier Alloc first,
+// then lower buffer id). Each goes into the smallest free gap (ties: lowest
+// offset) between the already placed buffers whose intervals overlap its own;
+// with no gap large enough it goes on top of those buffers, at the highest end
+// among them, which may be below the arena's top. arena_bytes is the highest
+// end of all. Finish changes nothing, so it may be called again after more
+// calls, and each buffer not yet freed is then live to that later end.
+//
+// Zero-byte buffers sit at offset 0 and never grow the arena, as in
+// BestFitHeap. An id may be allocated again after it is freed; each Alloc is a
+// new interval, placed on its own, and `offsets` reports the id's latest
+// Alloc (as BestFitHeap reports its latest placement). Offsets are aligned to
+// `alignment` bytes.
+//
+// Cost: Alloc and Free are O(1) on average. Finish sorts the n buffers, then
+// for each reads O(log n) unions of taken byte ranges from a segment tree over
+// time and merges them, so it pays for the runs of contiguous taken bytes
+// around the buffer's lifetime rather than for every buffer that overlaps it
+// (long-lived buffers side by side count as one run). A 10,000-buffer GPT-2
+// training program takes about 20 ms.
+class DecreasingSizeBestFitHeap final : public HeapAlgorithm {
+ public:
+  explicit DecreasingSizeBestFitHeap(int64_t alignment = 256);
+  void Alloc(int32_t buffer, int64_t bytes) override;
+  void Free(int32_t buffer) override;
+  HeapLayout Finish() override;
+
+ private:
+  struct Interval {
+    int32_t buffer = 0;
+    int64_t bytes = 0;  // rounded up to the alignment
+    int64_t start = 0;  // the Alloc's tick
+    int64_t end = 0;    // the Free's tick; kLiveToTheEnd until then
+  };
+  int64_t RoundUp(int64_t bytes) const;
+
+  int64_t alignment_;
+  int64_t clock_ = 0;                         // the tick of the next call
+  std::vector<Interval> intervals_;           // in Alloc order, so by start
+  std::unordered_map<int32_t, size_t> live_;  // buffer -> its open interval
 };
 
 // Records the calls it receives and forwards them to another algorithm (or to

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway::program {
@@ -417,6 +420,592 @@ TEST(BestFitHeapDeathTest, NonPositiveAlignment) {
 TEST(HeapCallRecorderDeathTest, InnerHeapStillChecksTheCalls) {
   HeapCallRecorder recorder(std::make_unique<BestFitHeap>());
   EXPECT_DEATH(recorder.Free(1), "not live");
+}
+
+// ---------------------------------------------------------------------------
+// DecreasingSizeBestFitHeap. Every Alloc and Free takes the next clock tick,
+// starting at 0; the comments write a buffer's life as [alloc tick, free tick)
+// and "inf" for one never freed. Placement goes by decreasing rounded size,
+// ties to the earlier Alloc.
+
+TEST(DecreasingSizeBestFitHeap, PlacesLargeBuffersFirstAndBeatsOnlineBestFit) {
+  // t0 alloc 1 (256), t1 alloc 2 (256), t2 free 1, t3 alloc 3 (512):
+  // 1 is [0,2), 2 is [1,inf), 3 is [3,inf).
+  auto replay = [](HeapAlgorithm& heap) {
+    heap.Alloc(1, 256);
+    heap.Alloc(2, 256);
+    heap.Free(1);
+    heap.Alloc(3, 512);
+    return heap.Finish();
+  };
+  // Online best fit puts 1 at 0 and 2 at 256; the 256-byte hole that freeing 1
+  // leaves cannot hold 3, which goes on top at 512: arena 1024.
+  BestFitHeap online;
+  const HeapLayout online_layout = replay(online);
+  EXPECT_THAT(online_layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 256), Pair(3, 512)));
+  EXPECT_EQ(online_layout.arena_bytes, 1024);
+  // Largest first: 3 at 0. Then 1 (earlier of the 256s), which does not
+  // overlap 3 in time, also at 0. Then 2, which overlaps both: on top of them,
+  // at 512. Arena 768.
+  DecreasingSizeBestFitHeap global;
+  const HeapLayout global_layout = replay(global);
+  EXPECT_THAT(global_layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 512), Pair(3, 0)));
+  EXPECT_EQ(global_layout.arena_bytes, 768);
+}
+
+TEST(DecreasingSizeBestFitHeap, PicksTheSmallestGapThatFits) {
+  // t0 alloc 1 (1024), t1 alloc 2 (512), t2 alloc 3 (512), t3 alloc 4 (512),
+  // t4 free 1, t5 free 3, t6 alloc 5 (512):
+  // 1 [0,4), 2 [1,inf), 3 [2,5), 4 [3,inf), 5 [6,inf).
+  // 1 -> [0,1024). 2 overlaps 1 -> [1024,1536). 3 overlaps 1, 2 ->
+  // [1536,2048). 4 overlaps 1, 2, 3 -> [2048,2560). 5 overlaps only 2 and 4,
+  // which leave gaps [0,1024) and [1536,2048): the smaller one wins although
+  // the larger one is lower.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 1024);
+  heap.Alloc(2, 512);
+  heap.Alloc(3, 512);
+  heap.Alloc(4, 512);
+  heap.Free(1);
+  heap.Free(3);
+  heap.Alloc(5, 512);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets,
+              ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 1536), Pair(4, 2048), Pair(5, 1536)));
+  EXPECT_EQ(layout.arena_bytes, 2560);
+}
+
+TEST(DecreasingSizeBestFitHeap, EqualGapsGoToTheLowestOffset) {
+  // As above with 1 only 512 bytes: 1 -> 0, 2 -> 512, 3 -> 1024, 4 -> 1536.
+  // 5 overlaps 2 and 4, which leave two 512-byte gaps, at 0 and 1024: it takes 0.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 512);
+  heap.Alloc(2, 512);
+  heap.Alloc(3, 512);
+  heap.Alloc(4, 512);
+  heap.Free(1);
+  heap.Free(3);
+  heap.Alloc(5, 512);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets,
+              ElementsAre(Pair(1, 0), Pair(2, 512), Pair(3, 1024), Pair(4, 1536), Pair(5, 0)));
+  EXPECT_EQ(layout.arena_bytes, 2048);
+}
+
+TEST(DecreasingSizeBestFitHeap, GoesOnTopOfTheOverlappingBuffersBelowTheArenaTop) {
+  // t0 alloc 1 (1024), t1 free 1, t2 alloc 2 (512), t3 alloc 3 (256):
+  // 1 [0,1), 2 [2,inf), 3 [3,inf). 1 -> 0; 2 overlaps nothing placed -> 0; 3
+  // overlaps only 2 and goes on top of it, at 512, well below the arena's
+  // top of 1024 (and not at 1024).
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 1024);
+  heap.Free(1);
+  heap.Alloc(2, 512);
+  heap.Alloc(3, 256);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 512)));
+  EXPECT_EQ(layout.arena_bytes, 1024);
+}
+
+TEST(DecreasingSizeBestFitHeap, SkipsGapsThatAreTooSmall) {
+  // t0 alloc 2 (1024), t1 alloc 3 (1024), t2 alloc 4 (512), t3 free 2,
+  // t4 free 4, t5 alloc 1 (1280):
+  // 2 [0,3), 3 [1,inf), 4 [2,4), 1 [5,inf).
+  // 1 (largest) -> [0,1280). 2 does not overlap 1 -> [0,1024). 3 overlaps 1
+  // and 2 -> on top at 1280. 4 overlaps 2 and 3 but not 1: they leave the gap
+  // [1024,1280), too small for 512, so 4 goes on top of 3, at 2304.
+  // Online best fit ends at 3328 here (1 cannot use the 1024-byte hole 2
+  // leaves and goes on top at 2048).
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(2, 1024);
+  heap.Alloc(3, 1024);
+  heap.Alloc(4, 512);
+  heap.Free(2);
+  heap.Free(4);
+  heap.Alloc(1, 1280);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 1280), Pair(4, 2304)));
+  EXPECT_EQ(layout.arena_bytes, 2816);
+}
+
+TEST(DecreasingSizeBestFitHeap, AFreeBeforeAnAllocLetsThemShareBytes) {
+  // t0 alloc 1, t1 free 1, t2 alloc 2: 1 is [0,1) and 2 is [2,inf). 1's free
+  // is an earlier call than 2's alloc, so they share offset 0.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 1024);
+  heap.Free(1);
+  heap.Alloc(2, 1024);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0)));
+  EXPECT_EQ(layout.arena_bytes, 1024);
+}
+
+TEST(DecreasingSizeBestFitHeap, AnAllocBeforeAFreeKeepsThemApart) {
+  // t0 alloc 1, t1 alloc 2, t2 free 1: 1 is [0,2) and 2 is [1,inf). Both are
+  // live at tick 1, as 2 is allocated by the call just before 1's free, so
+  // they may not share bytes.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 1024);
+  heap.Alloc(2, 1024);
+  heap.Free(1);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 1024)));
+  EXPECT_EQ(layout.arena_bytes, 2048);
+}
+
+TEST(DecreasingSizeBestFitHeap, ABufferFreedRightAfterItsAllocIsStillLiveForOneTick) {
+  // t0 alloc 2 (256), t1 alloc 1 (1024), t2 free 1, t3 alloc 3 (1024):
+  // 2 [0,inf), 1 [1,2), 3 [3,inf). 1 lives only at tick 1 but overlaps 2
+  // there; 3 starts after 1's free. 1 -> 0; 3 does not overlap 1 -> 0; 2
+  // overlaps both and goes on top at 1024.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(2, 256);
+  heap.Alloc(1, 1024);
+  heap.Free(1);
+  heap.Alloc(3, 1024);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
+  EXPECT_EQ(layout.arena_bytes, 1280);
+}
+
+TEST(DecreasingSizeBestFitHeap, BuffersNeverFreedAreLiveToTheEnd) {
+  // t0 alloc 1 (256, never freed), t1 alloc 2 (256), t2 free 2, t3 alloc 3
+  // (256): 1 [0,inf) overlaps 2 [1,3) and 3 [3,inf); 2 and 3 do not overlap.
+  // 1 -> 0, 2 -> 256, 3 -> 256.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 256);
+  heap.Alloc(2, 256);
+  heap.Free(2);
+  heap.Alloc(3, 256);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 256), Pair(3, 256)));
+  EXPECT_EQ(layout.arena_bytes, 512);
+}
+
+TEST(DecreasingSizeBestFitHeap, FinishCanBeCalledAgainAfterMoreCalls) {
+  // After t0 alloc 1 (512) the layout is 1 -> 0. Then t1 alloc 2 (1024), and
+  // 1, still live, overlaps it: 2 (larger) -> 0, 1 -> 1024.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 512);
+  HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0)));
+  EXPECT_EQ(layout.arena_bytes, 512);
+  heap.Alloc(2, 1024);
+  layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 1024), Pair(2, 0)));
+  EXPECT_EQ(layout.arena_bytes, 1536);
+}
+
+TEST(DecreasingSizeBestFitHeap, RoundsSizesUpToTheAlignment) {
+  // Alignment 64, all live together: b=65 rounds to 128 and goes first, at 0;
+  // then a=1 and c=64 (64 each, a allocated first) at 128 and 192.
+  DecreasingSizeBestFitHeap heap(64);
+  heap.Alloc(1, 1);
+  heap.Alloc(2, 65);
+  heap.Alloc(3, 64);
+  HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 128), Pair(2, 0), Pair(3, 192)));
+  EXPECT_EQ(layout.arena_bytes, 256);
+
+  // Alignment 1 packs bytes exactly: 5 first at 0, then 3 at 5.
+  DecreasingSizeBestFitHeap packed(1);
+  packed.Alloc(1, 3);
+  packed.Alloc(2, 5);
+  layout = packed.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 5), Pair(2, 0)));
+  EXPECT_EQ(layout.arena_bytes, 8);
+}
+
+TEST(DecreasingSizeBestFitHeap, EqualSizesGoInAllocOrderNotIdOrder) {
+  // Three live-together 256-byte buffers allocated as 9, 4, 7 are stacked in
+  // that order: 9 -> 0, 4 -> 256, 7 -> 512.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(9, 256);
+  heap.Alloc(4, 200);
+  heap.Alloc(7, 1);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(4, 256), Pair(7, 512), Pair(9, 0)));
+  EXPECT_EQ(layout.arena_bytes, 768);
+}
+
+TEST(DecreasingSizeBestFitHeap, ZeroByteBuffersSitAtZeroAndNeverGrowTheArena) {
+  // Only a zero-byte buffer: empty arena.
+  DecreasingSizeBestFitHeap alone;
+  alone.Alloc(1, 0);
+  HeapLayout layout = alone.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0)));
+  EXPECT_EQ(layout.arena_bytes, 0);
+
+  // t0 alloc 1 (0), t1 alloc 2 (256), t2 alloc 3 (256), t3 free 2, t4 alloc 4
+  // (0), t5 alloc 5 (256), t6 free 1, t7 free 4: 2 [1,3), 3 [2,inf),
+  // 5 [5,inf). 2 -> 0, 3 -> 256, 5 -> the gap [0,256) below 3. The zero-byte
+  // buffers take ticks but no space and split no gap.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 0);
+  heap.Alloc(2, 256);
+  heap.Alloc(3, 256);
+  heap.Free(2);
+  heap.Alloc(4, 0);
+  heap.Alloc(5, 256);
+  heap.Free(1);
+  heap.Free(4);
+  layout = heap.Finish();
+  EXPECT_THAT(layout.offsets,
+              ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 256), Pair(4, 0), Pair(5, 0)));
+  EXPECT_EQ(layout.arena_bytes, 512);
+}
+
+TEST(DecreasingSizeBestFitHeap, AnIdAllocatedAgainReportsItsLatestAlloc) {
+  // t0 alloc 2 (1024), t1 alloc 1 (256), t2 free 1, t3 free 2, t4 alloc 1
+  // (2048): 2 [0,3), first 1 [1,2), second 1 [4,inf). The second 1 is the
+  // largest and is placed first, at 0; 2 does not overlap it -> 0; the first 1
+  // overlaps 2 -> 1024, and is placed last. Id 1 reports its latest Alloc (0),
+  // not its last placement; the first 1 still counted for the layout.
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(2, 1024);
+  heap.Alloc(1, 256);
+  heap.Free(1);
+  heap.Free(2);
+  heap.Alloc(1, 2048);
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0)));
+  EXPECT_EQ(layout.arena_bytes, 2048);
+
+  // t0 alloc 1 (256), t1 free 1, t2 alloc 2 (1024), t3 alloc 1 (256): the
+  // second 1 overlaps 2 and sits on top of it at 1024.
+  DecreasingSizeBestFitHeap again;
+  again.Alloc(1, 256);
+  again.Free(1);
+  again.Alloc(2, 1024);
+  again.Alloc(1, 256);
+  const HeapLayout again_layout = again.Finish();
+  EXPECT_THAT(again_layout.offsets, ElementsAre(Pair(1, 1024), Pair(2, 0)));
+  EXPECT_EQ(again_layout.arena_bytes, 1280);
+}
+
+TEST(DecreasingSizeBestFitHeap, EmptyHeapHasAnEmptyLayout) {
+  DecreasingSizeBestFitHeap heap;
+  const HeapLayout layout = heap.Finish();
+  EXPECT_THAT(layout.offsets, IsEmpty());
+  EXPECT_EQ(layout.arena_bytes, 0);
+}
+
+TEST(DecreasingSizeBestFitHeap, WorksBehindTheRecorder) {
+  HeapCallRecorder recorder(std::make_unique<DecreasingSizeBestFitHeap>());
+  recorder.Alloc(1, 256);
+  recorder.Alloc(2, 256);
+  recorder.Free(1);
+  recorder.Alloc(3, 512);
+  EXPECT_THAT(recorder.calls(), ElementsAre("alloc 1 256", "alloc 2 256", "free 1", "alloc 3 512"));
+  EXPECT_EQ(recorder.Finish().arena_bytes, 768);
+}
+
+// One buffer's life, as the tests below record it.
+struct Lifetime {
+  int32_t buffer = 0;
+  int64_t rounded = 0;
+  int64_t start = 0;                                  // alloc tick
+  int64_t end = std::numeric_limits<int64_t>::max();  // free tick
+};
+
+bool OverlapInTime(const Lifetime& a, const Lifetime& b) {
+  return a.start < b.end && b.start < a.end;
+}
+
+// An independent global decreasing-size best fit: it compares every pair of
+// buffers (no interval tree) and finds gaps differently, trying every block
+// end (and 0) as a candidate offset. Returns an offset per lifetime.
+std::vector<int64_t> ReferenceDecreasingSizeBestFit(const std::vector<Lifetime>& lives) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < lives.size(); ++i) {
+    if (lives[i].rounded > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (lives[a].rounded != lives[b].rounded) return lives[a].rounded > lives[b].rounded;
+    return lives[a].start < lives[b].start;
+  });
+  std::vector<int64_t> offsets(lives.size(), 0);
+  std::vector<size_t> placed;
+  for (const size_t i : order) {
+    std::vector<std::pair<int64_t, int64_t>> blocks;
+    for (const size_t j : placed) {
+      if (OverlapInTime(lives[i], lives[j])) {
+        blocks.emplace_back(offsets[j], offsets[j] + lives[j].rounded);
+      }
+    }
+    std::vector<int64_t> candidates = {0};
+    int64_t top = 0;
+    for (const auto& [begin, end] : blocks) {
+      candidates.push_back(end);
+      top = std::max(top, end);
+    }
+    int64_t best = -1;
+    int64_t best_gap = 0;
+    for (const int64_t at : candidates) {
+      bool covered = false;
+      int64_t next_begin = std::numeric_limits<int64_t>::max();
+      for (const auto& [begin, end] : blocks) {
+        if (begin <= at && at < end) covered = true;
+        if (begin >= at) next_begin = std::min(next_begin, begin);
+      }
+      // A candidate with no block above it is the top, not a gap.
+      if (covered || next_begin == std::numeric_limits<int64_t>::max()) continue;
+      const int64_t gap = next_begin - at;
+      if (gap < lives[i].rounded) continue;
+      if (best < 0 || gap < best_gap || (gap == best_gap && at < best)) {
+        best = at;
+        best_gap = gap;
+      }
+    }
+    offsets[i] = best >= 0 ? best : top;
+    placed.push_back(i);
+  }
+  return offsets;
+}
+
+// Checks that buffers overlapping in time do not overlap in bytes, by
+// sweeping the ticks with the set of live blocks: every two buffers that
+// overlap in time are live together when the later one is allocated.
+void ExpectNoConflicts(const std::vector<Lifetime>& lives, const std::vector<int64_t>& offsets,
+                       int64_t alignment, int64_t arena_bytes) {
+  struct Event {
+    int64_t tick;
+    bool alloc;
+    size_t index;
+  };
+  std::vector<Event> events;
+  for (size_t i = 0; i < lives.size(); ++i) {
+    ASSERT_EQ(offsets[i] % alignment, 0) << "buffer " << lives[i].buffer;
+    ASSERT_GE(offsets[i], 0) << "buffer " << lives[i].buffer;
+    ASSERT_LE(offsets[i] + lives[i].rounded, arena_bytes) << "buffer " << lives[i].buffer;
+    if (lives[i].rounded == 0) {
+      ASSERT_EQ(offsets[i], 0) << "buffer " << lives[i].buffer;
+      continue;
+    }
+    events.push_back({lives[i].start, true, i});
+    if (lives[i].end != std::numeric_limits<int64_t>::max()) {
+      events.push_back({lives[i].end, false, i});
+    }
+  }
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return a.tick < b.tick; });
+  std::map<int64_t, size_t> live;  // offset -> index
+  for (const Event& event : events) {
+    const int64_t offset = offsets[event.index];
+    if (!event.alloc) {
+      live.erase(offset);
+      continue;
+    }
+    const auto next = live.lower_bound(offset);
+    if (next != live.end()) {
+      ASSERT_GE(next->first, offset + lives[event.index].rounded)
+          << "buffers " << lives[event.index].buffer << " and " << lives[next->second].buffer;
+    }
+    if (next != live.begin()) {
+      const auto below = std::prev(next);
+      ASSERT_LE(below->first + lives[below->second].rounded, offset)
+          << "buffers " << lives[below->second].buffer << " and " << lives[event.index].buffer;
+    }
+    live.emplace(offset, event.index);
+  }
+}
+
+// The most bytes live at once, from the lifetimes.
+int64_t PeakLiveBytes(const std::vector<Lifetime>& lives) {
+  std::map<int64_t, int64_t> delta;  // tick -> change
+  for (const Lifetime& life : lives) {
+    delta[life.start] += life.rounded;
+    if (life.end != std::numeric_limits<int64_t>::max()) delta[life.end] -= life.rounded;
+  }
+  int64_t live = 0;
+  int64_t peak = 0;
+  for (const auto& [tick, change] : delta) {
+    live += change;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+struct RandomRun {
+  std::vector<Lifetime> lives;  // in alloc order
+  int64_t tick = 0;
+};
+
+// Random Alloc/Free calls on `heap`, recorded as lifetimes. With `reuse_ids`
+// some allocations take an id freed earlier.
+RandomRun RandomCalls(HeapAlgorithm& heap, uint32_t seed, int operations, int64_t alignment,
+                      bool reuse_ids) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> size_of(0, 5000);
+  std::uniform_int_distribution<int> percent(0, 99);
+  RandomRun run;
+  std::map<int32_t, size_t> live;  // id -> index in run.lives
+  int32_t next_id = 0;
+  for (int op = 0; op < operations; ++op) {
+    if (live.empty() || percent(rng) < 55) {
+      int32_t id = next_id;
+      if (reuse_ids && next_id > 0 && percent(rng) < 20) {
+        const int32_t old = std::uniform_int_distribution<int32_t>(0, next_id - 1)(rng);
+        if (!live.contains(old)) id = old;
+      }
+      if (id == next_id) ++next_id;
+      const int64_t bytes = size_of(rng) < 250 ? 0 : size_of(rng);
+      heap.Alloc(id, bytes);
+      live[id] = run.lives.size();
+      run.lives.push_back(Lifetime{.buffer = id,
+                                   .rounded = (bytes + alignment - 1) / alignment * alignment,
+                                   .start = run.tick++});
+    } else {
+      auto victim = live.begin();
+      std::advance(victim, std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng));
+      heap.Free(victim->first);
+      run.lives[victim->second].end = run.tick++;
+      live.erase(victim);
+    }
+  }
+  return run;
+}
+
+TEST(DecreasingSizeBestFitHeap, RandomCallsKeepOverlappingBuffersApartAndMatchAReference) {
+  for (const int64_t alignment : {int64_t{1}, int64_t{256}}) {
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      SCOPED_TRACE(testing::Message() << "alignment " << alignment << ", seed " << seed);
+      // Fresh ids, so every lifetime appears in the layout.
+      DecreasingSizeBestFitHeap heap(alignment);
+      const RandomRun run = RandomCalls(heap, seed, 1500, alignment, /*reuse_ids=*/false);
+      const HeapLayout layout = heap.Finish();
+      ASSERT_EQ(layout.offsets.size(), run.lives.size());
+      std::vector<int64_t> offsets;
+      int64_t highest_end = 0;
+      for (const Lifetime& life : run.lives) {
+        offsets.push_back(layout.offsets.at(life.buffer));
+        highest_end = std::max(highest_end, offsets.back() + life.rounded);
+      }
+      ExpectNoConflicts(run.lives, offsets, alignment, layout.arena_bytes);
+      EXPECT_EQ(layout.arena_bytes, highest_end);
+      EXPECT_GE(layout.arena_bytes, PeakLiveBytes(run.lives));
+      EXPECT_GT(PeakLiveBytes(run.lives), 0);
+      EXPECT_EQ(offsets, ReferenceDecreasingSizeBestFit(run.lives));
+    }
+  }
+}
+
+TEST(DecreasingSizeBestFitHeap, RandomCallsWithReusedIdsMatchAReference) {
+  for (uint32_t seed = 11; seed <= 14; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    DecreasingSizeBestFitHeap heap;
+    const RandomRun run = RandomCalls(heap, seed, 1500, 256, /*reuse_ids=*/true);
+    ASSERT_LT(heap.Finish().offsets.size(), run.lives.size()) << "no id was reused";
+    // The reference places every lifetime; the heap reports each id's latest.
+    const std::vector<int64_t> offsets = ReferenceDecreasingSizeBestFit(run.lives);
+    int64_t highest_end = 0;
+    std::map<int32_t, int64_t> latest;
+    for (size_t i = 0; i < run.lives.size(); ++i) {
+      latest[run.lives[i].buffer] = offsets[i];
+      highest_end = std::max(highest_end, offsets[i] + run.lives[i].rounded);
+    }
+    ExpectNoConflicts(run.lives, offsets, 256, highest_end);
+    const HeapLayout layout = heap.Finish();
+    EXPECT_EQ(layout.offsets, latest);
+    EXPECT_EQ(layout.arena_bytes, highest_end);
+    EXPECT_GE(layout.arena_bytes, PeakLiveBytes(run.lives));
+  }
+}
+
+TEST(DecreasingSizeBestFitHeap, TenThousandBuffersFinish) {
+  // A program-like sequence of 10,000 buffers: 200 weights live throughout,
+  // 1,800 forward activations freed in reverse order by the backward pass, and
+  // 8,000 short-lived temporaries (a few calls each), some of size zero.
+  // Correctness only; the time is not checked.
+  constexpr int64_t kAlignment = 256;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> weight_size(1 << 16, 1 << 22);
+  std::uniform_int_distribution<int64_t> activation_size(1 << 12, 1 << 20);
+  std::uniform_int_distribution<int64_t> temp_size(0, 1 << 18);
+  std::uniform_int_distribution<int> temp_life(1, 8);
+
+  DecreasingSizeBestFitHeap heap(kAlignment);
+  std::vector<Lifetime> lives;
+  int64_t tick = 0;
+  int32_t next_id = 0;
+  // Temporaries still live: (calls left, index in `lives`).
+  std::vector<std::pair<int, size_t>> temps;
+  auto alloc = [&](int64_t bytes) {
+    heap.Alloc(next_id, bytes);
+    lives.push_back(Lifetime{.buffer = next_id++,
+                             .rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment,
+                             .start = tick++});
+    return lives.size() - 1;
+  };
+  auto free = [&](size_t index) {
+    heap.Free(lives[index].buffer);
+    lives[index].end = tick++;
+  };
+  auto step = [&](int64_t bytes) {
+    // One op: a temporary or two, and the expired ones freed.
+    for (int k = 0; k < 2; ++k) temps.emplace_back(temp_life(rng), alloc(temp_size(rng)));
+    for (auto it = temps.begin(); it != temps.end();) {
+      if (--it->first == 0) {
+        free(it->second);
+        it = temps.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return bytes > 0 ? alloc(bytes) : size_t{0};
+  };
+  for (int i = 0; i < 200; ++i) alloc(weight_size(rng));
+  std::vector<size_t> activations;
+  for (int i = 0; i < 1800; ++i) activations.push_back(step(activation_size(rng)));
+  while (!activations.empty()) {
+    step(0);
+    free(activations.back());
+    activations.pop_back();
+  }
+  while (next_id < 10000) step(0);
+  for (const auto& [left, index] : temps) free(index);
+  ASSERT_EQ(lives.size(), 10000u);
+
+  const HeapLayout layout = heap.Finish();
+  ASSERT_EQ(layout.offsets.size(), lives.size());
+  std::vector<int64_t> offsets;
+  for (const Lifetime& life : lives) offsets.push_back(layout.offsets.at(life.buffer));
+  ExpectNoConflicts(lives, offsets, kAlignment, layout.arena_bytes);
+  EXPECT_GE(layout.arena_bytes, PeakLiveBytes(lives));
+}
+
+TEST(DecreasingSizeBestFitHeapDeathTest, AllocatingALiveBufferAgain) {
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 256);
+  EXPECT_DEATH(heap.Alloc(1, 512), "allocated twice");
+}
+
+TEST(DecreasingSizeBestFitHeapDeathTest, AllocatingALiveZeroByteBufferAgain) {
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 0);
+  EXPECT_DEATH(heap.Alloc(1, 0), "allocated twice");
+}
+
+TEST(DecreasingSizeBestFitHeapDeathTest, FreeingABufferNeverAllocated) {
+  DecreasingSizeBestFitHeap heap;
+  EXPECT_DEATH(heap.Free(1), "not live");
+}
+
+TEST(DecreasingSizeBestFitHeapDeathTest, FreeingABufferTwice) {
+  DecreasingSizeBestFitHeap heap;
+  heap.Alloc(1, 256);
+  heap.Free(1);
+  EXPECT_DEATH(heap.Free(1), "not live");
+}
+
+TEST(DecreasingSizeBestFitHeapDeathTest, NegativeSize) {
+  DecreasingSizeBestFitHeap heap;
+  EXPECT_DEATH(heap.Alloc(1, -1), "negative size");
+}
+
+TEST(DecreasingSizeBestFitHeapDeathTest, NonPositiveAlignment) {
+  EXPECT_DEATH(DecreasingSizeBestFitHeap(0), "alignment must be positive");
+  EXPECT_DEATH(DecreasingSizeBestFitHeap(-256), "alignment must be positive");
 }
 
 }  // namespace

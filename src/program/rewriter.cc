@@ -428,18 +428,29 @@ absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> 
   return Rewriter(graph, std::move(schedule), plan).Run();
 }
 
-void AssignArena(Program& program, HeapAlgorithm& heap) {
-  std::vector<int> free_index(program.buffers.size(), -1);
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction& instruction = program.instructions[i];
+HeapLayout LayOut(const Program& program, HeapAlgorithm& heap) {
+  for (const Instruction& instruction : program.instructions) {
     if (instruction.kind == InstructionKind::kAlloc) {
       heap.Alloc(instruction.buffer, program.buffer(instruction.buffer).bytes);
     } else if (instruction.kind == InstructionKind::kFree) {
       heap.Free(instruction.buffer);
+    }
+  }
+  return heap.Finish();
+}
+
+void AssignArena(Program& program, HeapAlgorithm& heap) {
+  ApplyLayout(program, LayOut(program, heap));
+}
+
+void ApplyLayout(Program& program, const HeapLayout& layout) {
+  std::vector<int> free_index(program.buffers.size(), -1);
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind == InstructionKind::kFree) {
       free_index[static_cast<size_t>(instruction.buffer)] = static_cast<int>(i);
     }
   }
-  const HeapLayout layout = heap.Finish();
   for (const auto& [buffer, offset] : layout.offsets) {
     program.buffers[static_cast<size_t>(buffer)].offset = offset;
   }
@@ -493,8 +504,15 @@ void AssignArena(Program& program, HeapAlgorithm& heap) {
 absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
                                      const std::vector<ir::NodeId>& schedule, const Plan& plan) {
   ASSIGN_OR_RETURN(Program program, Rewrite(graph, schedule, plan));
-  BestFitHeap heap;
-  AssignArena(program, heap);
+  // Online best fit does well when lifetimes nest; largest-first when a few
+  // huge tensors come and go among many small ones. Both are cheap next to a
+  // simulation: keep the smaller arena.
+  BestFitHeap best_fit;
+  DecreasingSizeBestFitHeap decreasing_size;
+  HeapLayout layout = LayOut(program, best_fit);
+  HeapLayout global = LayOut(program, decreasing_size);
+  if (global.arena_bytes < layout.arena_bytes) layout = std::move(global);
+  ApplyLayout(program, layout);
   return program;
 }
 

@@ -12,7 +12,8 @@
 //    event dependency: an alloc waits on the free of the buffer that held its
 //    bytes before.
 //
-// `BuildProgram` runs both. The result satisfies program/verifier.h.
+// `BuildProgram` runs both, laying the arena out with two strategies and
+// keeping the smaller. The result satisfies program/verifier.h.
 #pragma once
 
 #include <vector>
@@ -35,7 +36,13 @@ absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> 
 
 void AssignArena(Program& program, HeapAlgorithm& heap);
 
-// Rewrite, then AssignArena with a BestFitHeap.
+// AssignArena in two halves: the layout a heap algorithm gives the Program's
+// allocs and frees, and applying a layout (offsets, arena size, reuse waits).
+HeapLayout LayOut(const Program& program, HeapAlgorithm& heap);
+void ApplyLayout(Program& program, const HeapLayout& layout);
+
+// Rewrite, then the smaller of the BestFitHeap and DecreasingSizeBestFitHeap
+// layouts.
 absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
                                      const std::vector<ir::NodeId>& schedule, const Plan& plan);
 
