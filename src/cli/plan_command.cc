@@ -28,7 +28,7 @@ struct PlanFlags {
   std::string budget;
   std::string math_mode = "fp32";
   std::string policy = "hybrid";
-  double time_limit_s = 1.0;
+  double time_limit_s = 1.5;
   std::string trace_path;
   std::string memory_plot_path;
   std::string program_path;

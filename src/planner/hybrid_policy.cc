@@ -122,6 +122,8 @@ class HybridPlanner {
       candidates_.push_back(candidate);
     }
     recomputed_readers_.assign(candidates_.size(), 0);
+    tried_rebuild_.assign(candidates_.size(), false);
+    tried_keep_.assign(candidates_.size(), false);
     index_of_value_.assign(static_cast<size_t>(graph.num_values()), -1);
     for (size_t i = 0; i < candidates_.size(); ++i) {
       index_of_value_[static_cast<size_t>(candidates_[i].value)] = static_cast<int>(i);
@@ -446,18 +448,45 @@ class HybridPlanner {
         }
       }
       if (improved) continue;
-      // Bring back what costs most, if there is room for it now.
+      // Trade transfers for rebuilds, most bytes per rebuild-second first:
+      // the link is shared, so a spill that hides its own copies can still
+      // delay the fetches behind it. Each tensor is tried once.
+      std::vector<size_t> spilled;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        if (decisions[i] == Decision::kSpill && !tried_rebuild_[i] &&
+            RecomputeAllowed(i, decisions)) {
+          spilled.push_back(i);
+        }
+      }
+      std::stable_sort(spilled.begin(), spilled.end(), [&](size_t a, size_t b) {
+        return static_cast<double>(candidates_[a].bytes) / candidates_[a].recompute_s >
+               static_cast<double>(candidates_[b].bytes) / candidates_[b].recompute_s;
+      });
+      for (size_t i : spilled) {
+        if (OutOfTime()) break;
+        tried_rebuild_[i] = true;
+        ASSIGN_OR_RETURN(bool changed, TryChange(decisions, current, i, Decision::kRecompute, 0));
+        if (changed) {
+          improved = true;
+          break;  // the stalls move: look at them again first
+        }
+      }
+      if (improved) continue;
+      // Bring back what costs most, if there is room for it now; each once.
       std::vector<size_t> evicted;
       for (size_t i = 0; i < candidates_.size(); ++i) {
-        if (decisions[i] != Decision::kKeep) evicted.push_back(i);
+        if (decisions[i] != Decision::kKeep && !tried_keep_[i]) evicted.push_back(i);
       }
       std::stable_sort(evicted.begin(), evicted.end(),
                        [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
-      constexpr size_t kTriesPerRound = 8;
-      for (size_t k = 0; k < std::min(kTriesPerRound, evicted.size()) && !OutOfTime(); ++k) {
-        ASSIGN_OR_RETURN(bool changed,
-                         TryChange(decisions, current, evicted[k], Decision::kKeep, 0));
-        improved = improved || changed;
+      for (size_t i : evicted) {
+        if (OutOfTime()) break;
+        tried_keep_[i] = true;
+        ASSIGN_OR_RETURN(bool changed, TryChange(decisions, current, i, Decision::kKeep, 0));
+        if (changed) {
+          improved = true;
+          break;
+        }
       }
     }
     return current;
@@ -474,6 +503,8 @@ class HybridPlanner {
   std::vector<Candidate> candidates_;
   std::vector<int> index_of_value_;      // candidate index of each value, -1 if none
   std::vector<int> recomputed_readers_;  // per candidate: recomputed tensors that read it
+  std::vector<bool> tried_rebuild_;      // per candidate: refinement tried rebuilding it
+  std::vector<bool> tried_keep_;         // per candidate: refinement tried keeping it
   std::vector<int> fetch_advance_;       // extra steps of lead for a fetch that stalled
   double forward_s_ = 0;
   double backward_s_ = 0;

@@ -63,7 +63,8 @@ program::Plan PlanningContext::KeepAll(std::string policy) const {
 absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
   ++evaluations_;
-  ASSIGN_OR_RETURN(program::Program built, program::BuildProgram(graph_, schedule_, plan));
+  ASSIGN_OR_RETURN(program::Program built,
+                   program::BuildProgram(graph_, schedule_, plan, options_.budget_bytes));
   Evaluation evaluation{std::move(plan), std::move(built), {}};
   evaluation.simulation = simulator_.Run(evaluation.program);
   if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;

@@ -29,7 +29,7 @@ namespace spillway::planner {
 struct PlannerOptions {
   int64_t budget_bytes = 0;
   // The hybrid planner's refinement stops after this long.
-  double time_limit_s = 1.0;
+  double time_limit_s = 1.5;
 };
 
 // A Plan with its Program and the simulator's verdict on it.

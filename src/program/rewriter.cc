@@ -502,16 +502,19 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
 }
 
 absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
-                                     const std::vector<ir::NodeId>& schedule, const Plan& plan) {
+                                     const std::vector<ir::NodeId>& schedule, const Plan& plan,
+                                     int64_t enough_bytes) {
   ASSIGN_OR_RETURN(Program program, Rewrite(graph, schedule, plan));
   // Online best fit does well when lifetimes nest; largest-first when a few
   // huge tensors come and go among many small ones. Both are cheap next to a
   // simulation: keep the smaller arena.
   BestFitHeap best_fit;
-  DecreasingSizeBestFitHeap decreasing_size;
   HeapLayout layout = LayOut(program, best_fit);
-  HeapLayout global = LayOut(program, decreasing_size);
-  if (global.arena_bytes < layout.arena_bytes) layout = std::move(global);
+  if (layout.arena_bytes > enough_bytes) {
+    DecreasingSizeBestFitHeap decreasing_size;
+    HeapLayout global = LayOut(program, decreasing_size);
+    if (global.arena_bytes < layout.arena_bytes) layout = std::move(global);
+  }
   ApplyLayout(program, layout);
   return program;
 }

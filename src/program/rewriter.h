@@ -42,8 +42,10 @@ HeapLayout LayOut(const Program& program, HeapAlgorithm& heap);
 void ApplyLayout(Program& program, const HeapLayout& layout);
 
 // Rewrite, then the smaller of the BestFitHeap and DecreasingSizeBestFitHeap
-// layouts.
+// layouts. When the best-fit arena is at most `enough_bytes`, the second
+// layout is skipped (a planner that only needs the plan to fit saves time).
 absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
-                                     const std::vector<ir::NodeId>& schedule, const Plan& plan);
+                                     const std::vector<ir::NodeId>& schedule, const Plan& plan,
+                                     int64_t enough_bytes = 0);
 
 }  // namespace spillway::program
