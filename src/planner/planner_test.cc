@@ -34,6 +34,7 @@ using program::Decision;
 using program::testing::ChainText;
 using program::testing::kKiB;
 using program::testing::ParseOrDie;
+using program::testing::TrainingModel;
 using ::testing::HasSubstr;
 
 constexpr int64_t kMiB = 1024 * kKiB;
@@ -118,20 +119,6 @@ std::string Pattern(const ir::Graph& graph, const program::Plan& plan, int n) {
     }
   }
   return pattern;
-}
-
-autodiff::TrainingGraph TrainingModel(std::string_view name, int64_t image) {
-  models::ModelOptions options;
-  options.height = options.width = image;
-  options.classes = 10;
-  options.seq_len = 64;
-  options.n_layer = 2;
-  absl::StatusOr<ir::Graph> forward = models::BuildModel(name, options);
-  EXPECT_TRUE(forward.ok()) << StatusMessage(forward.status());
-  SPILLWAY_CHECK(forward.ok(), "built-in models build");
-  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
-  SPILLWAY_CHECK(training.ok(), "built-in models train");
-  return *std::move(training);
 }
 
 // ---------------------------------------------------------------------------
@@ -527,7 +514,8 @@ struct Budget {
 };
 
 TEST_P(EveryModel, EveryPolicyPlansVerifiedProgramsWithinTheBudgetOrSaysSo) {
-  const autodiff::TrainingGraph training = TrainingModel(GetParam().name, GetParam().image);
+  const autodiff::TrainingGraph training =
+      TrainingModel(GetParam().name, GetParam().image, /*seq_len=*/64);
   const ir::Graph& graph = training.graph;
 
   // The `none` arena is the memory the step needs; its time is the ideal.
@@ -646,7 +634,8 @@ TEST_P(EveryModel, EveryPolicyPlansVerifiedProgramsWithinTheBudgetOrSaysSo) {
 // at a budget equal to swap's all-spilled arena (64x64 images, vgg16 at
 // 224): for resnet50, swap returned 283835136 bytes and reported 283838208.
 TEST_P(EveryModel, SmallestArenaIsTheSmallestReached) {
-  const autodiff::TrainingGraph training = TrainingModel(GetParam().name, GetParam().image);
+  const autodiff::TrainingGraph training =
+      TrainingModel(GetParam().name, GetParam().image, /*seq_len=*/64);
   const ir::Graph& graph = training.graph;
   Planning unbounded(graph, INT64_MAX);
   absl::StatusOr<Evaluation> all_spilled =

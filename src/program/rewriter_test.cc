@@ -18,9 +18,12 @@ namespace spillway::program {
 namespace {
 
 using testing::ChainText;
+using testing::ComputeOf;
 using ::testing::HasSubstr;
+using testing::IndicesOf;
 using testing::kKiB;
 using testing::ParseOrDie;
+using testing::TrainingModel;
 
 Plan PinnedPlan(const ir::Graph& graph) {
   Plan plan("pinned", graph);
@@ -36,26 +39,6 @@ Program BuildVerified(const ir::Graph& graph, const Plan& plan) {
   absl::Status verified = VerifyProgram(*program);
   EXPECT_TRUE(verified.ok()) << StatusMessage(verified) << "\n" << ProgramToText(*program);
   return *std::move(program);
-}
-
-std::vector<size_t> IndicesOf(const Program& program, InstructionKind kind) {
-  std::vector<size_t> found;
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    if (program.instructions[i].kind == kind) found.push_back(i);
-  }
-  return found;
-}
-
-size_t ComputeOf(const Program& program, std::string_view node) {
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction& instruction = program.instructions[i];
-    if (instruction.kind == InstructionKind::kCompute &&
-        program.graph->node(instruction.node).name == node) {
-      return i;
-    }
-  }
-  ADD_FAILURE() << "no compute of " << node;
-  return 0;
 }
 
 TEST(Rewriter, KeepingEverythingNeedsThePeakOfTheNaiveSchedule) {
@@ -173,20 +156,6 @@ TEST(Rewriter, UnknownPinsAreErrorsNamingTheNode) {
   ASSERT_FALSE(status.ok());
   EXPECT_THAT(StatusMessage(status), HasSubstr("node 'a'"));
   EXPECT_THAT(StatusMessage(status), HasSubstr("sometimes"));
-}
-
-autodiff::TrainingGraph TrainingModel(std::string_view name, int64_t image) {
-  models::ModelOptions options;
-  options.height = options.width = image;
-  options.classes = 10;
-  options.seq_len = 16;
-  options.n_layer = 2;
-  absl::StatusOr<ir::Graph> forward = models::BuildModel(name, options);
-  EXPECT_TRUE(forward.ok()) << StatusMessage(forward.status());
-  SPILLWAY_CHECK(forward.ok(), "built-in models build");
-  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
-  SPILLWAY_CHECK(training.ok(), "built-in models train");
-  return *std::move(training);
 }
 
 TEST(Rewriter, RecomputedBatchNormReadsItsSavedStatistics) {

@@ -3,13 +3,19 @@
 // multiple of the arena's 256-byte alignment, so byte counts read as KiB.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "autodiff/training_graph.h"
 #include "fmt/format.h"
 #include "ir/graph.h"
 #include "ir/text_format.h"
+#include "models/models.h"
+#include "program/program.h"
 #include "support/check.h"
 #include "support/status_macros.h"
 
@@ -48,6 +54,45 @@ inline ir::Graph ParseOrDie(std::string_view text) {
   absl::StatusOr<ir::Graph> graph = ir::ParseAndVerifyGraph(text);
   SPILLWAY_CHECK(graph.ok(), "test graphs parse");
   return *std::move(graph);
+}
+
+// The training graph of a built-in model at a small size: `image` pixels
+// square for the image models, `seq_len` tokens and 2 layers for gpt2.
+inline autodiff::TrainingGraph TrainingModel(std::string_view name, int64_t image,
+                                             int64_t seq_len = 16) {
+  models::ModelOptions options;
+  options.height = options.width = image;
+  options.classes = 10;
+  options.seq_len = seq_len;
+  options.n_layer = 2;
+  absl::StatusOr<ir::Graph> forward = models::BuildModel(name, options);
+  EXPECT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  SPILLWAY_CHECK(forward.ok(), "built-in models build");
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  SPILLWAY_CHECK(training.ok(), "built-in models train");
+  return *std::move(training);
+}
+
+// Indices of the instructions of one kind, in program order.
+inline std::vector<size_t> IndicesOf(const Program& program, InstructionKind kind) {
+  std::vector<size_t> found;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (program.instructions[i].kind == kind) found.push_back(i);
+  }
+  return found;
+}
+
+// The index of the compute instruction of the node named `node`.
+inline size_t ComputeOf(const Program& program, std::string_view node) {
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind == InstructionKind::kCompute &&
+        program.graph->node(instruction.node).name == node) {
+      return i;
+    }
+  }
+  ADD_FAILURE() << "no compute of " << node;
+  return 0;
 }
 
 }  // namespace spillway::program::testing

@@ -15,26 +15,6 @@ using Json = nlohmann::json;
 
 constexpr int kPid = 1;
 
-// Kept here rather than taken from program.cc so the exporter only needs the
-// Program's data layout; the names match program::InstructionKindName.
-std::string_view KindName(program::InstructionKind kind) {
-  switch (kind) {
-    case program::InstructionKind::kAlloc:
-      return "alloc";
-    case program::InstructionKind::kFree:
-      return "free";
-    case program::InstructionKind::kCompute:
-      return "compute";
-    case program::InstructionKind::kRecompute:
-      return "recompute";
-    case program::InstructionKind::kCopyToHost:
-      return "copy_to_host";
-    case program::InstructionKind::kCopyToDevice:
-      return "copy_to_device";
-  }
-  return "unknown";
-}
-
 // Longer than program::StreamName: the track names are read by people who
 // have not seen the code.
 std::string_view TrackName(program::Stream stream) {
@@ -87,7 +67,7 @@ Json Metadata(std::string_view name, int tid, Json args) {
 Json InstructionEvent(const program::Program& program, const program::Instruction& instruction,
                       const InstructionTiming& timing) {
   using program::InstructionKind;
-  Json event{{"cat", KindName(instruction.kind)},
+  Json event{{"cat", program::InstructionKindName(instruction.kind)},
              {"pid", kPid},
              {"tid", Tid(instruction.stream)},
              {"ts", Micros(timing.start_s)}};
@@ -95,8 +75,8 @@ Json InstructionEvent(const program::Program& program, const program::Instructio
   switch (instruction.kind) {
     case InstructionKind::kAlloc:
     case InstructionKind::kFree:
-      event["name"] =
-          fmt::format("{} {}", KindName(instruction.kind), BufferName(program, instruction.buffer));
+      event["name"] = fmt::format("{} {}", program::InstructionKindName(instruction.kind),
+                                  BufferName(program, instruction.buffer));
       event["ph"] = "i";
       event["s"] = "t";
       args["bytes"] = BufferBytes(program, instruction.buffer);

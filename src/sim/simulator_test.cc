@@ -30,6 +30,8 @@ using program::Memory;
 using program::Program;
 using program::Stream;
 using program::testing::ChainText;
+using program::testing::ComputeOf;
+using program::testing::IndicesOf;
 using program::testing::kKiB;
 using program::testing::ParseOrDie;
 using ::testing::ElementsAre;
@@ -99,26 +101,6 @@ std::vector<std::pair<double, int64_t>> Curve(const SimulationResult& result) {
   std::vector<std::pair<double, int64_t>> curve;
   for (const MemoryPoint& point : result.memory) curve.emplace_back(point.time_s, point.bytes);
   return curve;
-}
-
-std::vector<size_t> IndicesOf(const Program& program, InstructionKind kind) {
-  std::vector<size_t> found;
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    if (program.instructions[i].kind == kind) found.push_back(i);
-  }
-  return found;
-}
-
-size_t ComputeOf(const Program& program, std::string_view node) {
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    const Instruction& instruction = program.instructions[i];
-    if (instruction.kind == InstructionKind::kCompute &&
-        program.graph->node(instruction.node).name == node) {
-      return i;
-    }
-  }
-  ADD_FAILURE() << "no compute of " << node;
-  return 0;
 }
 
 // A Program written instruction by instruction over the nodes of a graph, for
