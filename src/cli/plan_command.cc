@@ -1,5 +1,8 @@
 // `spillway plan` and `spillway compare`: one policy, or all of them side by
 // side, on one workload, hardware profile and budget.
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -233,10 +236,19 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     if (!command->parsed()) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::unique_ptr<Workload> workload, Prepare(*flags));
     std::vector<planner::PlanResult> results;
-    for (const std::string& name : planner::PolicyNames()) {
-      ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(name, *workload->context));
+    // Planning all five takes seconds on large graphs: say what is running
+    // when someone is watching (stderr on a terminal), and nothing otherwise.
+    const bool show_progress = isatty(fileno(stderr)) != 0;
+    const std::vector<std::string>& names = planner::PolicyNames();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (show_progress) {
+        fmt::print(stderr, "\rplanning {} ({}/{})...{:10}", names[i], i + 1, names.size(), "");
+        std::fflush(stderr);
+      }
+      ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(names[i], *workload->context));
       results.push_back(std::move(result));
     }
+    if (show_progress) fmt::print(stderr, "\r{:40}\r", "");
     const planner::PlanResult& none = results[0];
     const planner::PlanResult& swap = results[1];
     if (flags->json) {

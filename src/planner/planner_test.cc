@@ -649,9 +649,11 @@ TEST_P(EveryModel, SmallestArenaIsTheSmallestReached) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
-                         ::testing::Values(ModelCase{"resnet18", 64}, ModelCase{"resnet50", 64},
-                                           ModelCase{"vgg16", 224}, ModelCase{"deeplabv3plus", 64},
-                                           ModelCase{"unet", 64}, ModelCase{"gpt2", 64}),
+                         ::testing::Values(ModelCase{"resnet18", 64}, ModelCase{"resnet34", 32},
+                                           ModelCase{"resnet50", 64}, ModelCase{"resnet101", 32},
+                                           ModelCase{"resnet152", 32}, ModelCase{"vgg16", 224},
+                                           ModelCase{"deeplabv3plus", 64}, ModelCase{"unet", 64},
+                                           ModelCase{"gpt2", 64}),
                          [](const ::testing::TestParamInfo<ModelCase>& model) {
                            return model.param.name;
                          });
