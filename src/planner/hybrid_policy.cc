@@ -30,7 +30,9 @@ struct Candidate {
 class HybridPlanner {
  public:
   explicit HybridPlanner(PlanningContext& context)
-      : context_(context), start_(std::chrono::steady_clock::now()) {}
+      : context_(context),
+        start_(std::chrono::steady_clock::now()),
+        evaluations_at_start_(context.evaluations()) {}
 
   absl::StatusOr<PlanResult> Run() {
     Collect();
@@ -51,7 +53,11 @@ class HybridPlanner {
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  bool OutOfTime() const { return Elapsed() > context_.options().time_limit_s; }
+  bool OutOfTime() const {
+    const int limit = context_.options().max_evaluations;
+    if (limit > 0 && context_.evaluations() - evaluations_at_start_ >= limit) return true;
+    return Elapsed() > context_.options().time_limit_s;
+  }
 
   void Collect() {
     const ir::Graph& graph = context_.graph();
@@ -500,6 +506,7 @@ class HybridPlanner {
 
   PlanningContext& context_;
   std::chrono::steady_clock::time_point start_;
+  int evaluations_at_start_ = 0;
   std::vector<Candidate> candidates_;
   std::vector<int> index_of_value_;      // candidate index of each value, -1 if none
   std::vector<int> recomputed_readers_;  // per candidate: recomputed tensors that read it

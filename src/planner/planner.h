@@ -28,8 +28,11 @@ namespace spillway::planner {
 
 struct PlannerOptions {
   int64_t budget_bytes = 0;
-  // The hybrid planner's refinement stops after this long.
+  // The hybrid planner's refinement stops after this long, or after this many
+  // candidate Programs if that comes first (0: no such limit). A limit on
+  // Programs makes the plan the same on every machine; one on time does not.
   double time_limit_s = 1.5;
+  int max_evaluations = 0;
 };
 
 // A Plan with its Program and the simulator's verdict on it.
