@@ -41,12 +41,43 @@ class HybridPlanner {
     ASSIGN_OR_RETURN(Evaluation current, Evaluate(decisions));
     if (!context_.Fits(current)) {
       ASSIGN_OR_RETURN(current, EvictUntilFits(decisions, std::move(current)));
+      ASSIGN_OR_RETURN(current, StartFromSwapIfBetter(decisions, std::move(current)));
     }
     if (context_.Fits(current)) {
       ASSIGN_OR_RETURN(current, Refine(decisions, std::move(current)));
     }
     result.best = std::move(current);
     return result;
+  }
+
+  // A second starting point: LMS's tuned swap plan. Where the link is fast
+  // and memory is not too tight, spilling by distance with a tuned lookahead
+  // can beat eviction at the peak; the refinement then works from whichever
+  // start is better, per tensor as always.
+  absl::StatusOr<Evaluation> StartFromSwapIfBetter(std::vector<Decision>& decisions,
+                                                   Evaluation current) {
+    // One threshold's lookahead tuned, not three: a start, not a result.
+    SwapPolicy swap(/*thresholds_tuned=*/1);
+    ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
+    if (!context_.Fits(swapped.best) || !Better(swapped.best, current, context_.budget_bytes())) {
+      return current;
+    }
+    std::vector<Decision> from_swap(candidates_.size(), Decision::kKeep);
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      const program::TensorPlan& tensor = swapped.best.plan.at(candidates_[i].value);
+      if (tensor.decision != Decision::kSpill) continue;
+      from_swap[i] = Decision::kSpill;
+      // Just in time, then this many steps earlier: swap's own fetch step.
+      const int fetch = tensor.fetch_step < 0 ? candidates_[i].first_backward : tensor.fetch_step;
+      fetch_advance_[i] = std::max(0, candidates_[i].first_backward - fetch);
+    }
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] != Decision::kKeep) Apply(i, Decision::kKeep, decisions);
+    }
+    for (size_t i = 0; i < candidates_.size(); ++i) Apply(i, from_swap[i], decisions);
+    lead_cap_s_ = -1;
+    ASSIGN_OR_RETURN(Evaluation start, Evaluate(decisions));
+    return start;
   }
 
  private:
@@ -130,6 +161,7 @@ class HybridPlanner {
     recomputed_readers_.assign(candidates_.size(), 0);
     tried_rebuild_.assign(candidates_.size(), false);
     tried_keep_.assign(candidates_.size(), false);
+    tried_spill_.assign(candidates_.size(), false);
     index_of_value_.assign(static_cast<size_t>(graph.num_values()), -1);
     for (size_t i = 0; i < candidates_.size(); ++i) {
       index_of_value_[static_cast<size_t>(candidates_[i].value)] = static_cast<int>(i);
@@ -478,6 +510,33 @@ class HybridPlanner {
         }
       }
       if (improved) continue;
+      // And the other way: a rebuild whose transfer the link can hide now.
+      std::vector<size_t> rebuilt;
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        if (decisions[i] == Decision::kRecompute && !tried_spill_[i]) rebuilt.push_back(i);
+      }
+      std::stable_sort(rebuilt.begin(), rebuilt.end(), [&](size_t a, size_t b) {
+        return candidates_[a].recompute_s > candidates_[b].recompute_s;
+      });
+      for (size_t i : rebuilt) {
+        if (OutOfTime()) break;
+        tried_spill_[i] = true;
+        // Fetched early enough to hide the copy on the ideal timeline.
+        const Candidate& c = candidates_[i];
+        int lead = 0;
+        while (c.first_backward - lead > c.produced + 1 &&
+               context_.ideal_start_s(c.first_backward) -
+                       context_.ideal_start_s(c.first_backward - lead) <
+                   c.h2d_s) {
+          ++lead;
+        }
+        ASSIGN_OR_RETURN(bool changed, TryChange(decisions, current, i, Decision::kSpill, lead));
+        if (changed) {
+          improved = true;
+          break;
+        }
+      }
+      if (improved) continue;
       // Bring back what costs most, if there is room for it now; each once.
       std::vector<size_t> evicted;
       for (size_t i = 0; i < candidates_.size(); ++i) {
@@ -512,6 +571,7 @@ class HybridPlanner {
   std::vector<int> recomputed_readers_;  // per candidate: recomputed tensors that read it
   std::vector<bool> tried_rebuild_;      // per candidate: refinement tried rebuilding it
   std::vector<bool> tried_keep_;         // per candidate: refinement tried keeping it
+  std::vector<bool> tried_spill_;        // per candidate: refinement tried spilling it
   std::vector<int> fetch_advance_;       // extra steps of lead for a fetch that stalled
   double forward_s_ = 0;
   double backward_s_ = 0;

@@ -22,11 +22,17 @@ class NonePolicy final : public Policy {
 // reaches `ahead` levels before that reader, and tune both by simulation.
 class SwapPolicy final : public Policy {
  public:
+  // The lookahead is tuned for the largest threshold that fits and for
+  // `thresholds_tuned - 1` thresholds below it.
+  explicit SwapPolicy(int thresholds_tuned = 3) : thresholds_tuned_(thresholds_tuned) {}
   std::string_view name() const override { return "swap"; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
   // The plan for one setting, for tests and for hybrid-seed.
   static program::Plan PlanFor(const PlanningContext& context, int threshold, int ahead);
+
+ private:
+  int thresholds_tuned_;
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved

@@ -126,10 +126,10 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
       high = middle;
     }
   }
-  // For that threshold and the two below it, the largest lookahead that fits,
+  // For that threshold and the ones below it (three by default), the largest lookahead that fits,
   // also by binary search (fetching earlier holds more memory); the fastest wins.
   std::optional<Evaluation> best;
-  for (int threshold = low; threshold >= std::max(-1, low - 2); --threshold) {
+  for (int threshold = low; threshold >= std::max(-1, low - thresholds_tuned_ + 1); --threshold) {
     int fits = 0;
     int fails = setup.max_level + 1;
     ASSIGN_OR_RETURN(Evaluation fitting, evaluate(threshold, fits));
