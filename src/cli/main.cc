@@ -22,10 +22,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "spillway 0.1.0");
   std::vector<spillway::cli::CommandRunner> commands = {
-      spillway::cli::AddModelsCommand(app),
-      spillway::cli::AddInspectCommand(app),
-      spillway::cli::AddHardwareCommand(app),
-      spillway::cli::AddPlanCommand(app),
+      spillway::cli::AddModelsCommand(app),   spillway::cli::AddInspectCommand(app),
+      spillway::cli::AddHardwareCommand(app), spillway::cli::AddPlanCommand(app),
       spillway::cli::AddCompareCommand(app),
   };
   try {
