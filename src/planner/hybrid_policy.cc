@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -25,6 +24,9 @@ struct Candidate {
   double window_s = 0;                     // ideal time between production and the first read back
   double recompute_s = 0;                  // producer and the lost intermediates it needs
   std::vector<ir::ValueId> rebuild_reads;  // saved tensors a rebuild reads
+
+  // The part of its own two copies that its window cannot hide.
+  double UnhiddenTransferSeconds() const { return std::max(0.0, d2h_s + h2d_s - window_s); }
 };
 
 class HybridPlanner {
@@ -134,13 +136,13 @@ class HybridPlanner {
     for (const autodiff::SavedTensor& tensor : context_.saved()) {
       if (!program::CanSpill(graph, tensor.value)) continue;
       const int read = context_.first_backward_read(tensor.value);
-      if (read == INT_MAX) continue;
+      if (read == program::ScheduleReads::kNever) continue;
       Candidate candidate;
       candidate.value = tensor.value;
       candidate.bytes = tensor.bytes;
       candidate.produced = context_.step_of(tensor.producer);
       candidate.first_backward = read;
-      candidate.last_read = context_.step_of(tensor.backward_readers.back());
+      candidate.last_read = read;
       for (ir::NodeId reader : tensor.backward_readers) {
         candidate.last_read = std::max(candidate.last_read, context_.step_of(reader));
       }
@@ -158,6 +160,7 @@ class HybridPlanner {
         rebuild_reads(rebuild_reads, tensor.value, candidate.rebuild_reads);
       candidates_.push_back(candidate);
     }
+    fetch_advance_.assign(candidates_.size(), 0);
     recomputed_readers_.assign(candidates_.size(), 0);
     tried_rebuild_.assign(candidates_.size(), false);
     tried_keep_.assign(candidates_.size(), false);
@@ -184,7 +187,7 @@ class HybridPlanner {
   // transfer that its window cannot hide, plus whatever overflows the
   // forward pass (for d2h) or the backward pass (for h2d).
   double SpillCost(const Candidate& c) const {
-    const double own = std::max(0.0, c.d2h_s + c.h2d_s - c.window_s);
+    const double own = c.UnhiddenTransferSeconds();
     const double d2h_over = std::clamp(d2h_load_ + c.d2h_s - forward_s_, 0.0, c.d2h_s);
     const double h2d_over = std::clamp(h2d_load_ + c.h2d_s - backward_s_, 0.0, c.h2d_s);
     return std::max(own, d2h_over + h2d_over);
@@ -282,7 +285,6 @@ class HybridPlanner {
   }
 
   absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions) {
-    if (fetch_advance_.size() != candidates_.size()) fetch_advance_.assign(candidates_.size(), 0);
     ASSIGN_OR_RETURN(Evaluation evaluation, context_.Evaluate(MakePlan(decisions, fetch_advance_)));
     return evaluation;
   }
@@ -559,8 +561,7 @@ class HybridPlanner {
 
   double Cost(size_t index, const std::vector<Decision>& decisions) const {
     const Candidate& c = candidates_[index];
-    return decisions[index] == Decision::kRecompute ? c.recompute_s
-                                                    : std::max(0.0, c.d2h_s + c.h2d_s - c.window_s);
+    return decisions[index] == Decision::kRecompute ? c.recompute_s : c.UnhiddenTransferSeconds();
   }
 
   PlanningContext& context_;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <climits>
 #include <cmath>
 
 #include "fmt/format.h"
@@ -22,31 +21,10 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       options_(options),
       schedule_(program::TrainingSchedule(graph)),
       simulator_(graph, cost_model, simulator_options) {
-  const size_t num_nodes = static_cast<size_t>(graph.num_nodes());
-  const size_t num_values = static_cast<size_t>(graph.num_values());
-  step_of_node_.assign(num_nodes, -1);
-  for (size_t step = 0; step < schedule_.size(); ++step) {
-    step_of_node_[static_cast<size_t>(schedule_[step])] = static_cast<int>(step);
-  }
-  first_backward_read_.assign(num_values, INT_MAX);
-  last_forward_read_.assign(num_values, -1);
-  for (const ir::Value& value : graph.values()) {
-    if (value.producer != ir::kNoNode) {
-      last_forward_read_[static_cast<size_t>(value.id)] = step_of(value.producer);
-    }
-  }
+  reads_ = program::ScheduleReads::Of(graph, schedule_);
   ideal_start_s_.assign(schedule_.size() + 1, 0.0);
   for (size_t step = 0; step < schedule_.size(); ++step) {
-    const ir::Node& node = graph.node(schedule_[step]);
-    for (ir::ValueId input : node.inputs) {
-      const size_t v = static_cast<size_t>(input);
-      if (node.phase == ir::Phase::kForward) {
-        last_forward_read_[v] = std::max(last_forward_read_[v], static_cast<int>(step));
-      } else {
-        first_backward_read_[v] = std::min(first_backward_read_[v], static_cast<int>(step));
-      }
-    }
-    ideal_start_s_[step + 1] = ideal_start_s_[step] + simulator_.node_seconds(node.id);
+    ideal_start_s_[step + 1] = ideal_start_s_[step] + simulator_.node_seconds(schedule_[step]);
   }
   saved_ = autodiff::SavedTensors(graph);
   std::stable_sort(saved_.begin(), saved_.end(),

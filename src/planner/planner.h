@@ -7,6 +7,7 @@
 // reasoning behind each are in docs/planner.md.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "ir/graph.h"
 #include "program/plan.h"
 #include "program/program.h"
+#include "program/rewriter.h"
 #include "sim/simulator.h"
 
 namespace spillway::planner {
@@ -74,14 +76,16 @@ class PlanningContext {
 
   // Saved activations, in the order of their producers in the schedule.
   const std::vector<autodiff::SavedTensor>& saved() const { return saved_; }
-  int step_of(ir::NodeId node) const { return step_of_node_[static_cast<size_t>(node)]; }
+  int step_of(ir::NodeId node) const { return reads_.step_of_node[static_cast<size_t>(node)]; }
   // The first step that reads a value in the backward or update phase.
   int first_backward_read(ir::ValueId value) const {
-    return first_backward_read_[static_cast<size_t>(value)];
+    return reads_.first_backward_read[static_cast<size_t>(value)];
   }
   // The last forward step that reads a value (its producer's step if none).
   int last_forward_read(ir::ValueId value) const {
-    return last_forward_read_[static_cast<size_t>(value)];
+    const ir::NodeId producer = graph_.value(value).producer;
+    return std::max(producer == ir::kNoNode ? -1 : step_of(producer),
+                    reads_.last_forward_read[static_cast<size_t>(value)]);
   }
   // When each step starts if nothing stalls: the `none` timeline.
   double ideal_start_s(int step) const { return ideal_start_s_[static_cast<size_t>(step)]; }
@@ -108,9 +112,7 @@ class PlanningContext {
   std::vector<ir::NodeId> schedule_;
   sim::Simulator simulator_;
   std::vector<autodiff::SavedTensor> saved_;
-  std::vector<int> step_of_node_;
-  std::vector<int> first_backward_read_;
-  std::vector<int> last_forward_read_;
+  program::ScheduleReads reads_;
   std::vector<double> ideal_start_s_;  // one per step, and the end
   int evaluations_ = 0;
   std::optional<Evaluation> smallest_;

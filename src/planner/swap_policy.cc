@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <climits>
 #include <optional>
 
 #include "planner/policies.h"
@@ -54,7 +53,7 @@ SwapSetup Setup(const PlanningContext& context) {
   for (const autodiff::SavedTensor& saved : context.saved()) {
     if (!program::CanSpill(graph, saved.value)) continue;
     const int read = context.first_backward_read(saved.value);
-    if (read == INT_MAX) continue;
+    if (read == program::ScheduleReads::kNever) continue;
     SwapCandidate candidate;
     candidate.value = saved.value;
     candidate.first_backward_read = read;

@@ -21,9 +21,32 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph) {
   return order;
 }
 
+ScheduleReads ScheduleReads::Of(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule) {
+  const size_t num_values = static_cast<size_t>(graph.num_values());
+  ScheduleReads reads;
+  reads.step_of_node.assign(static_cast<size_t>(graph.num_nodes()), -1);
+  reads.last_read.assign(num_values, -1);
+  reads.last_forward_read.assign(num_values, -1);
+  reads.first_backward_read.assign(num_values, kNever);
+  for (int step = 0; step < static_cast<int>(schedule.size()); ++step) {
+    const ir::Node& node = graph.node(schedule[static_cast<size_t>(step)]);
+    reads.step_of_node[static_cast<size_t>(node.id)] = step;
+    for (ir::ValueId input : node.inputs) {
+      const size_t v = static_cast<size_t>(input);
+      reads.last_read[v] = std::max(reads.last_read[v], step);
+      if (node.phase == ir::Phase::kForward) {
+        reads.last_forward_read[v] = std::max(reads.last_forward_read[v], step);
+      } else {
+        reads.first_backward_read[v] = std::min(reads.first_backward_read[v], step);
+      }
+    }
+  }
+  return reads;
+}
+
 namespace {
 
-constexpr int kForever = INT_MAX;
+constexpr int kForever = ScheduleReads::kNever;
 
 // A batch norm in training mode re-normalizes with the statistics it saved the
 // first time, so that the recomputed output is bitwise the original, and does
@@ -84,25 +107,7 @@ class Rewriter {
   void Analyze() {
     const size_t num_values = static_cast<size_t>(graph_.num_values());
     const int num_steps = static_cast<int>(program_.schedule.size());
-    step_of_node_.assign(static_cast<size_t>(graph_.num_nodes()), -1);
-    for (int step = 0; step < num_steps; ++step) {
-      step_of_node_[static_cast<size_t>(program_.schedule[static_cast<size_t>(step)])] = step;
-    }
-    last_read_.assign(num_values, -1);
-    last_forward_read_.assign(num_values, -1);
-    first_late_read_.assign(num_values, kForever);
-    for (int step = 0; step < num_steps; ++step) {
-      const ir::Node& node = graph_.node(program_.schedule[static_cast<size_t>(step)]);
-      for (ir::ValueId input : node.inputs) {
-        const size_t v = static_cast<size_t>(input);
-        last_read_[v] = std::max(last_read_[v], step);
-        if (node.phase == ir::Phase::kForward) {
-          last_forward_read_[v] = std::max(last_forward_read_[v], step);
-        } else {
-          first_late_read_[v] = std::min(first_late_read_[v], step);
-        }
-      }
-    }
+    reads_ = ScheduleReads::Of(graph_, program_.schedule);
     is_output_.assign(num_values, false);
     for (ir::ValueId output : graph_.outputs()) is_output_[static_cast<size_t>(output)] = true;
 
@@ -115,12 +120,12 @@ class Rewriter {
       const TensorPlan& tensor = plan_.at(value.id);
       if (tensor.decision != Decision::kSpill || tensor.fetch_step < 0) continue;
       const size_t v = static_cast<size_t>(value.id);
-      if (first_late_read_[v] == kForever) continue;  // never read back
+      if (reads_.first_backward_read[v] == kForever) continue;  // never read back
       // A fetch cannot start before the forward pass is done with the
       // original, nor later than the first step that reads it back.
-      const int produced = step_of_node_[static_cast<size_t>(value.producer)];
-      const int earliest = std::max(produced, last_forward_read_[v]) + 1;
-      const int step = std::clamp(tensor.fetch_step, earliest, first_late_read_[v]);
+      const int produced = reads_.step_of_node[static_cast<size_t>(value.producer)];
+      const int earliest = std::max(produced, reads_.last_forward_read[v]) + 1;
+      const int step = std::clamp(tensor.fetch_step, earliest, reads_.first_backward_read[v]);
       fetches_before_step_[static_cast<size_t>(step)].push_back(value.id);
     }
   }
@@ -176,7 +181,7 @@ class Rewriter {
   // Until when a buffer made at `step` for `value` must stay: to its last
   // reader, or to the end of the step for a temporary of a recomputation.
   int ExpiryOfRebuilt(ir::ValueId value, int step) const {
-    return std::max(step, last_read_[static_cast<size_t>(value)]);
+    return std::max(step, reads_.last_read[static_cast<size_t>(value)]);
   }
 
   void EmitFetch(ir::ValueId value, int step) {
@@ -302,8 +307,8 @@ class Rewriter {
   int ExpiryOfOutput(ir::ValueId value, int step) const {
     const size_t v = static_cast<size_t>(value);
     if (is_output_[v]) return kForever;
-    const int last =
-        plan_.decision(value) == Decision::kKeep ? last_read_[v] : last_forward_read_[v];
+    const int last = plan_.decision(value) == Decision::kKeep ? reads_.last_read[v]
+                                                              : reads_.last_forward_read[v];
     return std::max(step, last);
   }
 
@@ -346,7 +351,7 @@ class Rewriter {
     last_compute_ = index;
     for (ir::ValueId output : node.outputs) {
       if (plan_.decision(output) == Decision::kSpill &&
-          first_late_read_[static_cast<size_t>(output)] != kForever) {
+          reads_.first_backward_read[static_cast<size_t>(output)] != kForever) {
         EmitSpill(output, index, step);
       }
     }
@@ -406,10 +411,7 @@ class Rewriter {
   const ir::Graph& graph_;
   const Plan& plan_;
   Program program_;
-  std::vector<int> step_of_node_;
-  std::vector<int> last_read_;
-  std::vector<int> last_forward_read_;
-  std::vector<int> first_late_read_;  // first backward or update reader
+  ScheduleReads reads_;
   std::vector<bool> is_output_;
   std::vector<Live> live_;
   std::vector<BufferId> host_copy_;

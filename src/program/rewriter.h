@@ -16,6 +16,7 @@
 // keeping the smaller. The result satisfies program/verifier.h.
 #pragma once
 
+#include <climits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,18 @@ namespace spillway::program {
 // The order the compute stream runs a training graph in: forward, backward,
 // update, as the graph's deterministic topological order gives it.
 std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph);
+
+// When each value is read in a schedule: the analysis the rewriter and the
+// planner both start from.
+struct ScheduleReads {
+  static constexpr int kNever = INT_MAX;
+  std::vector<int> step_of_node;
+  std::vector<int> last_read;            // -1: nothing reads it
+  std::vector<int> last_forward_read;    // -1: no forward node reads it
+  std::vector<int> first_backward_read;  // first backward or update reader; kNever: none
+
+  static ScheduleReads Of(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule);
+};
 
 // Errors: the Plan spills or recomputes a value that cannot be (named).
 absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
