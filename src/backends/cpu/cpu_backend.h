@@ -1,0 +1,45 @@
+// The CPU backend: "device memory" is host memory, kernels are oneDNN and
+// OpenBLAS where they fit (with primitives cached per node shape, so a step
+// does not re-create them) and the reference kernels elsewhere, and a copy is
+// a memcpy on the calling stream's thread.
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace spillway::backends::cpu {
+
+struct CpuBackendOptions {
+  // Threads each kernel may use (oneDNN's and OpenBLAS's). Results are
+  // bitwise reproducible for a given count.
+  int threads = 1;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(CpuBackendOptions options = {});
+  ~CpuBackend() override;
+
+  std::string_view name() const override { return "cpu"; }
+  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override;
+  void FreeDevice(void* memory) override;
+  absl::StatusOr<void*> AllocateHost(int64_t bytes) override;
+  void FreeHost(void* memory) override;
+  absl::Status RunKernel(program::Stream stream, const KernelCall& call) override;
+  absl::Status Copy(program::Stream stream, void* destination, const void* source,
+                    int64_t bytes) override;
+  absl::Status Upload(void* device_destination, const void* host_source, int64_t bytes) override;
+  absl::Status Download(void* host_destination, const void* device_source, int64_t bytes) override;
+
+  // oneDNN primitives created so far: a step whose node shapes were all seen
+  // before creates none.
+  int64_t primitives_created() const;
+
+ private:
+  class Kernels;  // oneDNN engine, stream and primitive cache
+  CpuBackendOptions options_;
+  std::unique_ptr<Kernels> kernels_;
+};
+
+}  // namespace spillway::backends::cpu

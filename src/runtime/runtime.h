@@ -1,0 +1,92 @@
+// The runtime: executes a Program on a Backend, one training step at a time.
+//
+// - Three streams (compute, device-to-host, host-to-device), each a host
+//   thread that runs its instructions in the Program's order. They
+//   synchronise only through the Program's events.
+// - Device memory is one arena, allocated once with exactly the Program's
+//   arena size; every device buffer lives at its planned offset. Nothing else
+//   is allocated on the device, so a Program whose arena fits the budget
+//   cannot exceed it. The high-water mark (the end of the highest device
+//   buffer resident at any time) is measured while the step runs.
+// - Host buffers (spilled tensors) come from a host pool when their alloc
+//   instruction runs, and go back to it when they are freed.
+// - A step is transactional. Parameters and optimizer state are written only
+//   by the update nodes, which run after every copy of the step has finished
+//   (the runtime checks the Program allows it when it is created); before the
+//   first of them runs, the compute stream confirms that no stream has failed.
+//   Batch-norm running statistics, which the forward pass updates in place,
+//   are saved before the step and restored if it fails. A failed step
+//   returns the first error, and leaves every persistent value as it was.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backends/backend.h"
+#include "program/program.h"
+
+namespace spillway::runtime {
+
+// Failures to inject into the next step, for tests: the n-th (0-based) copy
+// of the step, or the n-th host allocation of the step, fails. -1: none.
+struct FaultInjection {
+  int64_t fail_copy = -1;
+  int64_t fail_host_allocation = -1;
+};
+
+struct StepOptions {
+  uint64_t step = 0;  // the training step: dropout's masks depend on it
+  FaultInjection faults;
+  // Values to copy out while the step runs, right after they are written
+  // (gradients and other intermediates that the Program frees before the end).
+  std::vector<ir::ValueId> capture;
+};
+
+struct StepResult {
+  double seconds = 0;              // wall time of the whole step
+  double compute_seconds = 0;      // compute stream busy
+  double recompute_seconds = 0;    // of which re-running forward nodes
+  int64_t bytes_to_host = 0;       // spilled
+  int64_t bytes_to_device = 0;     // fetched back
+  int64_t arena_high_water = 0;    // end of the highest resident device buffer
+  int64_t peak_resident_bytes = 0; // most device bytes resident at once
+  int64_t peak_host_bytes = 0;     // most host-pool bytes in use at once
+  std::map<ir::ValueId, std::vector<std::byte>> captured;
+};
+
+class Runtime {
+ public:
+  // Checks that the Program can be run: its arena fits `budget_bytes`, every
+  // device buffer lies inside the arena, no copy runs after the first update
+  // node. Then allocates the arena.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const program::Program& program,
+                                                         backends::Backend& backend,
+                                                         int64_t budget_bytes);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The bytes of a persistent value (parameter, optimizer state, buffer, the
+  // step's inputs) or of a graph output after a step. Sizes must match.
+  absl::Status Write(ir::ValueId value, std::span<const std::byte> bytes);
+  absl::Status Read(ir::ValueId value, std::span<std::byte> bytes) const;
+
+  // Runs one step. On error, persistent values are as they were before it.
+  absl::StatusOr<StepResult> RunStep(const StepOptions& options);
+
+  const program::Program& program() const { return program_; }
+  int64_t arena_bytes() const { return program_.arena_bytes; }
+
+ private:
+  class Impl;
+  Runtime(const program::Program& program, std::unique_ptr<Impl> impl);
+  const program::Program& program_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spillway::runtime
