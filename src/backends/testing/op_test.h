@@ -32,7 +32,7 @@ struct OpTestCase {
   std::string name;  // unique, "<op>/<what is special>": "conv2d/stride2_pad1_groups2"
   ir::OpKind op = ir::OpKind::kRelu;
   std::vector<ir::TensorType> inputs;
-  ir::AttrMap attrs;
+  ir::AttrMap attrs{};
   // Float inputs are drawn uniformly from [low, high]; integer inputs (labels,
   // indices, Adam's step) uniformly from [0, int_limit).
   double low = -1.0;
@@ -40,7 +40,7 @@ struct OpTestCase {
   int64_t int_limit = 1;
   // Inputs the gradient check leaves out (running statistics); integer inputs
   // are always left out.
-  std::vector<int> no_gradient;
+  std::vector<int> no_gradient{};
   // False for ops without a gradient rule (the optimizer updates).
   bool check_gradient = true;
   // Relative tolerance, scaled by the magnitude of the compared values.
