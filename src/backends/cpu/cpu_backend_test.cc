@@ -1,0 +1,172 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "backends/testing/op_test.h"
+#include "ir/graph.h"
+
+namespace spillway::backends::cpu {
+namespace {
+
+using testing::OpTestCase;
+
+// Threads every test backend uses: more than one, so the parallel paths and
+// their fixed reduction orders are what the tests check.
+constexpr int kThreads = 2;
+
+// Cases large enough for oneDNN's blocked and vectorized paths (channels of
+// 16 and more, strided and padded windows, ResNet's layer shapes in small),
+// and for the direct kernels' multi-block reductions.
+std::vector<OpTestCase> MidSizeCases() {
+  using ir::Activation;
+  using ir::F32;
+  using ir::OpKind;
+  std::vector<OpTestCase> cases;
+  cases.push_back({.name = "conv2d/mid_3x3_stride2_pad1_bias",
+                   .op = OpKind::kConv2d,
+                   .inputs = {Activation({2, 17, 17, 16}), F32({32, 3, 3, 16}), F32({32})},
+                   .attrs = {{"strides", ir::IntList{2, 2}}, {"pads", ir::IntList{1, 1, 1, 1}}},
+                   .float_tolerance = 1e-4});
+  cases.push_back({.name = "conv2d/mid_1x1_stride2",
+                   .op = OpKind::kConv2d,
+                   .inputs = {Activation({2, 14, 14, 64}), F32({128, 1, 1, 64})},
+                   .attrs = {{"strides", ir::IntList{2, 2}}},
+                   .float_tolerance = 1e-4});
+  cases.push_back({.name = "conv2d/mid_stem_7x7_stride2_pad3",
+                   .op = OpKind::kConv2d,
+                   .inputs = {Activation({2, 32, 32, 3}), F32({16, 7, 7, 3})},
+                   .attrs = {{"strides", ir::IntList{2, 2}}, {"pads", ir::IntList{3, 3, 3, 3}}},
+                   .float_tolerance = 1e-4});
+  cases.push_back({.name = "conv2d/mid_groups4_dilation2",
+                   .op = OpKind::kConv2d,
+                   .inputs = {Activation({2, 15, 15, 32}), F32({32, 3, 3, 8})},
+                   .attrs = {{"groups", int64_t{4}},
+                             {"dilations", ir::IntList{2, 2}},
+                             {"pads", ir::IntList{2, 2, 2, 2}}},
+                   .float_tolerance = 1e-4});
+  cases.push_back({.name = "max_pool/mid_3x3_stride2_pad1",
+                   .op = OpKind::kMaxPool,
+                   .inputs = {Activation({2, 17, 17, 64})},
+                   .attrs = {{"kernel", ir::IntList{3, 3}},
+                             {"strides", ir::IntList{2, 2}},
+                             {"pads", ir::IntList{1, 1, 1, 1}}}});
+  for (const bool include_pad : {false, true}) {
+    cases.push_back({.name = include_pad ? "avg_pool/mid_include_pad" : "avg_pool/mid_exclude_pad",
+                     .op = OpKind::kAvgPool,
+                     .inputs = {Activation({2, 17, 17, 32})},
+                     .attrs = {{"kernel", ir::IntList{3, 3}},
+                               {"strides", ir::IntList{2, 2}},
+                               {"pads", ir::IntList{1, 1, 1, 1}},
+                               {"count_include_pad", include_pad}}});
+  }
+  cases.push_back({.name = "global_avg_pool/mid",
+                   .op = OpKind::kGlobalAvgPool,
+                   .inputs = {Activation({4, 7, 7, 256})}});
+  cases.push_back(
+      {.name = "batch_norm/mid_training",
+       .op = OpKind::kBatchNorm,
+       .inputs = {Activation({4, 13, 13, 64}), F32({64}), F32({64}), F32({64}), F32({64})},
+       .no_gradient = {3, 4},
+       .float_tolerance = 1e-4});
+  cases.push_back(
+      {.name = "batch_norm/mid_inference",
+       .op = OpKind::kBatchNorm,
+       .inputs = {Activation({4, 13, 13, 64}), F32({64}), F32({64}), F32({64}), F32({64})},
+       .attrs = {{"training", false}},
+       .low = 0.25,
+       .no_gradient = {3, 4}});
+  cases.push_back({.name = "relu/mid", .op = OpKind::kRelu, .inputs = {Activation({4, 9, 9, 64})}});
+  for (const char* approximate : {"none", "tanh"}) {
+    cases.push_back({.name = std::string("gelu/mid_") + approximate,
+                     .op = OpKind::kGelu,
+                     .inputs = {Activation({4, 9, 9, 64})},
+                     .attrs = {{"approximate", std::string(approximate)}}});
+  }
+  cases.push_back({.name = "add/mid",
+                   .op = OpKind::kAdd,
+                   .inputs = {Activation({4, 9, 9, 64}), Activation({4, 9, 9, 64})}});
+  cases.push_back({.name = "add_n/mid",
+                   .op = OpKind::kAddN,
+                   .inputs = {F32({5000}), F32({5000}), F32({5000})},
+                   .check_gradient = false});
+  cases.push_back({.name = "matmul/mid_batched_broadcast_transposed_alpha",
+                   .op = OpKind::kMatMul,
+                   .inputs = {F32({3, 2, 33, 40}), F32({48, 33})},
+                   .attrs = {{"transpose_a", true}, {"transpose_b", true}, {"alpha", 0.5}},
+                   .float_tolerance = 1e-4});
+  cases.push_back({.name = "linear/mid_bias",
+                   .op = OpKind::kLinear,
+                   .inputs = {F32({4, 6, 96}), F32({80, 96}), F32({80})},
+                   .float_tolerance = 1e-4});
+  cases.push_back(
+      {.name = "sgd_update/mid_nesterov_weight_decay",
+       .op = OpKind::kSgdUpdate,
+       .inputs = {F32({3000}), F32({3000}), F32({3000})},
+       .attrs = {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 1e-4}, {"nesterov", true}},
+       .check_gradient = false});
+  return cases;
+}
+
+std::string TestName(const ::testing::TestParamInfo<OpTestCase>& info) {
+  std::string name = info.param.name;
+  for (char& c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0) c = '_';
+  }
+  return name;
+}
+
+class CpuBackendOpTest : public ::testing::TestWithParam<OpTestCase> {
+ protected:
+  CpuBackend backend_{{.threads = kThreads}};
+};
+
+TEST_P(CpuBackendOpTest, MatchesReference) {
+  const absl::Status status = testing::CompareWithReference(backend_, GetParam());
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_P(CpuBackendOpTest, IsDeterministic) {
+  const absl::Status status = testing::CheckDeterministic(backend_, GetParam());
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(HarnessCases, CpuBackendOpTest,
+                         ::testing::ValuesIn(testing::AllOpTestCases()), TestName);
+INSTANTIATE_TEST_SUITE_P(MidSize, CpuBackendOpTest, ::testing::ValuesIn(MidSizeCases()), TestName);
+
+// A node run a second time, even on other buffers, finds its primitives in
+// the cache.
+TEST(CpuBackendTest, SecondRunOfANodeCreatesNoPrimitives) {
+  CpuBackend backend({.threads = kThreads});
+  const OpTestCase conv = MidSizeCases().front();
+  ASSERT_EQ(conv.op, ir::OpKind::kConv2d);
+  ASSERT_TRUE(testing::CompareWithReference(backend, conv).ok());
+  const int64_t after_first = backend.primitives_created();
+  // The first run created the forward's and both gradients' primitives.
+  EXPECT_GE(after_first, 3);
+  ASSERT_TRUE(testing::CompareWithReference(backend, conv, /*seed=*/2).ok());
+  EXPECT_EQ(backend.primitives_created(), after_first);
+}
+
+TEST(CpuBackendTest, CopiesAreMemcpy) {
+  CpuBackend backend;
+  absl::StatusOr<void*> device = backend.AllocateDevice(64);
+  absl::StatusOr<void*> host = backend.AllocateHost(64);
+  ASSERT_TRUE(device.ok() && host.ok());
+  const std::vector<float> values{1.0f, -2.0f, 3.5f, 0.25f};
+  const auto bytes = static_cast<int64_t>(values.size() * sizeof(float));
+  ASSERT_TRUE(backend.Upload(*device, values.data(), bytes).ok());
+  ASSERT_TRUE(backend.Copy(program::Stream::kCompute, *host, *device, bytes).ok());
+  std::vector<float> back(values.size());
+  ASSERT_TRUE(backend.Download(back.data(), *host, bytes).ok());
+  EXPECT_EQ(back, values);
+  backend.FreeHost(*host);
+  backend.FreeDevice(*device);
+}
+
+}  // namespace
+}  // namespace spillway::backends::cpu

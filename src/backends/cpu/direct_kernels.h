@@ -1,0 +1,22 @@
+// Direct loops for the memory-bound ops of CNN training that oneDNN does not
+// fit: batch norm (ours must save the inverse standard deviation and
+// recompute bitwise; oneDNN's saves the variance), max-pool backward (oneDNN's
+// needs the forward's argmax workspace), residual adds, gradient
+// accumulation, bias gradients, global average pooling and SGD.
+//
+// The loops run over NHWC tensors with the channel axis innermost, so they
+// vectorize, and on OpenMP threads. Per-channel sums are accumulated in
+// double over fixed blocks of rows and the blocks combined in order, so the
+// results are the same bits for any thread count and any buffer address.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "backends/kernel.h"
+
+namespace spillway::backends::cpu {
+
+// Runs the call if a direct kernel takes its op, dtypes and shapes; false,
+// having done nothing, otherwise. `threads` is the OpenMP team size.
+absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
+
+}  // namespace spillway::backends::cpu
