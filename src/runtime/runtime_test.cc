@@ -1,0 +1,615 @@
+#include "runtime/runtime.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "backends/reference/reference_backend.h"
+#include "fmt/format.h"
+#include "program/plan.h"
+#include "program/rewriter.h"
+#include "program/test_graphs.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+
+namespace spillway::runtime {
+namespace {
+
+using program::Instruction;
+using program::InstructionKind;
+using program::Program;
+using program::Stream;
+using program::testing::IndicesOf;
+using program::testing::ParseOrDie;
+using ::testing::HasSubstr;
+
+size_t StreamIndex(Stream stream) { return static_cast<size_t>(stream); }
+
+// The reference backend, instrumented:
+// - fresh device and host memory is filled with NaNs, so reading bytes
+//   nothing wrote shows in the results;
+// - each stream logs when each of its kernels and copies starts and ends, on
+//   one clock, to check the Program's events against what ran;
+// - optionally, kernels and copies sleep a few pseudo-random microseconds, to
+//   shake the streams' interleaving;
+// - a kernel of a named node can be made to fail.
+class TestBackend final : public backends::Backend {
+ public:
+  struct Span {
+    int64_t start = 0;
+    int64_t end = 0;
+  };
+
+  void set_jitter_us(int max_us) { jitter_us_ = max_us; }
+  void FailKernelOf(std::string node) { failing_node_ = std::move(node); }
+  int host_allocations() const { return host_allocations_; }
+  // Per stream, the kernels or copies of the last step, in the order they ran.
+  const std::vector<Span>& log(Stream stream) const { return log_[StreamIndex(stream)]; }
+  void ClearLog() {
+    for (std::vector<Span>& spans : log_) spans.clear();
+  }
+
+  std::string_view name() const override { return "test"; }
+  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
+    return Poisoned(reference_.AllocateDevice(bytes), bytes);
+  }
+  void FreeDevice(void* memory) override { reference_.FreeDevice(memory); }
+  absl::StatusOr<void*> AllocateHost(int64_t bytes) override {
+    ++host_allocations_;
+    return Poisoned(reference_.AllocateHost(bytes), bytes);
+  }
+  void FreeHost(void* memory) override { reference_.FreeHost(memory); }
+
+  absl::Status RunKernel(Stream stream, const backends::KernelCall& call) override {
+    if (call.node.name == failing_node_) {
+      return absl::InternalError("the test backend fails this kernel");
+    }
+    return Logged(stream, [&] { return reference_.RunKernel(stream, call); });
+  }
+  absl::Status Copy(Stream stream, void* destination, const void* source, int64_t bytes) override {
+    return Logged(stream, [&] { return reference_.Copy(stream, destination, source, bytes); });
+  }
+  absl::Status Upload(void* device_destination, const void* host_source, int64_t bytes) override {
+    return reference_.Upload(device_destination, host_source, bytes);
+  }
+  absl::Status Download(void* host_destination, const void* device_source, int64_t bytes) override {
+    return reference_.Download(host_destination, device_source, bytes);
+  }
+
+ private:
+  static absl::StatusOr<void*> Poisoned(absl::StatusOr<void*> memory, int64_t bytes) {
+    if (memory.ok()) std::memset(*memory, 0xff, static_cast<size_t>(bytes));
+    return memory;
+  }
+
+  // Each stream calls from its own thread, so its log and random generator
+  // are its own.
+  template <typename Work>
+  absl::Status Logged(Stream stream, Work work) {
+    const size_t s = StreamIndex(stream);
+    if (jitter_us_ > 0) {
+      std::uniform_int_distribution<int> sleep(0, jitter_us_);
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep(random_[s])));
+    }
+    Span span;
+    span.start = clock_++;
+    absl::Status status = work();
+    span.end = clock_++;
+    log_[s].push_back(span);
+    return status;
+  }
+
+  backends::reference::ReferenceBackend reference_;
+  int jitter_us_ = 0;
+  std::string failing_node_;
+  int host_allocations_ = 0;  // only the d2h stream allocates host memory
+  std::atomic<int64_t> clock_{0};
+  std::array<std::vector<Span>, program::kNumStreams> log_;
+  std::array<std::minstd_rand, program::kNumStreams> random_{
+      std::minstd_rand(1), std::minstd_rand(2), std::minstd_rand(3)};
+};
+
+// A small training step with every kind of persistent value: a parameter
+// with momentum, a batch norm's running statistics updated in place by the
+// forward pass, and an input. Every activation is f32[4,64] (1 KiB); the
+// backward pass reads a, y, r and s, which the pins can spill or recompute.
+// It is not the gradient of anything: the runtime does not care.
+std::string TrainText(const std::map<std::string, std::string>& pins = {}) {
+  auto pin = [&](const std::string& value) {
+    auto it = pins.find(value);
+    return it == pins.end() ? std::string() : fmt::format(" {{memory=\"{}\"}}", it->second);
+  };
+  return fmt::format(
+      "graph train {{\n"
+      "  input %x: f32[4,64]\n"
+      "  param %w: f32[4,64]\n"
+      "  param %gamma: f32[64]\n"
+      "  param %beta: f32[64]\n"
+      "  buffer %rm: f32[64]\n"
+      "  buffer %rv: f32[64]\n"
+      "  state %mom: f32[4,64]\n"
+      "  %a: f32[4,64] = mul(%x, %w){}\n"
+      "  node bn: %y: f32[4,64], %mean: f32[64], %inv_std: f32[64], %rm.new: f32[64], "
+      "%rv.new: f32[64] = batch_norm(%a, %gamma, %beta, %rm, %rv){}\n"
+      "  %r: f32[4,64] = relu(%y){}\n"
+      "  %s: f32[4,64] = relu(%r){}\n"
+      "  %loss: f32[4,64] = add(%s, %a)\n"
+      "  %ds: f32[4,64] = relu_backward(%loss, %s) @backward\n"
+      "  %dr: f32[4,64] = relu_backward(%ds, %r) @backward\n"
+      "  %dy: f32[4,64] = relu_backward(%dr, %y) @backward\n"
+      "  %dw: f32[4,64] = mul(%dy, %a) @backward\n"
+      "  %dgamma: f32[64] = mul(%mean, %inv_std) @backward\n"
+      "  %w.new: f32[4,64], %mom.new: f32[4,64] = sgd_update(%w, %dw, %mom) "
+      "{{lr=0.1, momentum=0.9}} @update\n"
+      "  %gamma.new: f32[64] = sgd_update(%gamma, %dgamma) {{lr=0.1}} @update\n"
+      "  output %loss, %rm.new, %rv.new, %w.new, %mom.new, %gamma.new\n"
+      "}}\n",
+      pin("a"), pin("y"), pin("r"), pin("s"));
+}
+
+Program BuildOrDie(const ir::Graph& graph) {
+  program::Plan plan("pinned", graph);
+  absl::Status pinned = program::ApplyPins(graph, plan);
+  EXPECT_TRUE(pinned.ok()) << StatusMessage(pinned);
+  absl::StatusOr<Program> built =
+      program::BuildProgram(graph, program::TrainingSchedule(graph), plan);
+  EXPECT_TRUE(built.ok()) << StatusMessage(built.status());
+  SPILLWAY_CHECK(built.ok(), "test programs build");
+  return *std::move(built);
+}
+
+std::unique_ptr<Runtime> CreateOrDie(const Program& program, backends::Backend& backend) {
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes);
+  EXPECT_TRUE(runtime.ok()) << StatusMessage(runtime.status()) << "\n"
+                            << program::ProgramToText(program);
+  SPILLWAY_CHECK(runtime.ok(), "test programs run");
+  return *std::move(runtime);
+}
+
+using Bytes = std::vector<std::byte>;
+
+// Deterministic starting values for every graph input, different per value.
+void Initialize(const ir::Graph& graph, Runtime& runtime) {
+  for (ir::ValueId input : graph.inputs()) {
+    const ir::Value& value = graph.value(input);
+    std::vector<float> floats(static_cast<size_t>(value.type.bytes()) / sizeof(float));
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const int64_t k = static_cast<int64_t>(i) * 7 + input * 13;
+      floats[i] = static_cast<float>(k % 17 - 8) / 8.0f;
+    }
+    if (value.name == "rv") {
+      for (float& f : floats) f = std::abs(f) + 0.5f;  // a variance
+    }
+    Bytes bytes(floats.size() * sizeof(float));
+    std::memcpy(bytes.data(), floats.data(), bytes.size());
+    ASSERT_TRUE(runtime.Write(input, bytes).ok());
+  }
+}
+
+// The bytes of every graph input and, after a step, output, by name.
+std::map<std::string, Bytes> State(const ir::Graph& graph, const Runtime& runtime,
+                                   bool with_outputs = true) {
+  std::map<std::string, Bytes> state;
+  std::vector<ir::ValueId> values = graph.inputs();
+  if (with_outputs) values.insert(values.end(), graph.outputs().begin(), graph.outputs().end());
+  for (ir::ValueId id : values) {
+    const ir::Value& value = graph.value(id);
+    Bytes bytes(static_cast<size_t>(value.type.bytes()));
+    absl::Status read = runtime.Read(id, bytes);
+    EXPECT_TRUE(read.ok()) << StatusMessage(read);
+    state[value.name] = std::move(bytes);
+  }
+  return state;
+}
+
+std::vector<ir::ValueId> ValuesNamed(const ir::Graph& graph,
+                                     std::initializer_list<std::string_view> names) {
+  std::vector<ir::ValueId> values;
+  for (std::string_view name : names) values.push_back(*graph.FindValue(name));
+  return values;
+}
+
+// What some steps leave: every graph input and output, and the captured
+// gradients of each step, by name.
+struct Outcome {
+  std::map<std::string, Bytes> state;
+  std::vector<std::map<std::string, Bytes>> captured;
+  std::vector<StepResult> results;
+};
+
+Outcome RunSteps(const ir::Graph& graph, const Program& program, int steps,
+                 TestBackend* instrumented = nullptr) {
+  TestBackend local;
+  TestBackend& backend = instrumented != nullptr ? *instrumented : local;
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
+  Initialize(graph, *runtime);
+  Outcome outcome;
+  for (int step = 0; step < steps; ++step) {
+    StepOptions options;
+    options.step = static_cast<uint64_t>(step);
+    options.capture = ValuesNamed(graph, {"dw", "dy", "s"});
+    absl::StatusOr<StepResult> result = runtime->RunStep(options);
+    EXPECT_TRUE(result.ok()) << StatusMessage(result.status()) << "\n"
+                             << program::ProgramToText(program);
+    if (!result.ok()) return outcome;
+    std::map<std::string, Bytes>& captured = outcome.captured.emplace_back();
+    for (auto& [value, bytes] : result->captured) captured[graph.value(value).name] = bytes;
+    outcome.results.push_back(*std::move(result));
+  }
+  outcome.state = State(graph, *runtime);
+  return outcome;
+}
+
+bool HasNaN(const Bytes& bytes) {
+  std::vector<float> floats(bytes.size() / sizeof(float));
+  std::memcpy(floats.data(), bytes.data(), bytes.size());
+  return std::any_of(floats.begin(), floats.end(), [](float f) { return std::isnan(f); });
+}
+
+TEST(Runtime, KeepingEverythingRunsTheWholeArena) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program program = BuildOrDie(graph);
+  const Outcome outcome = RunSteps(graph, program, 3);
+  ASSERT_EQ(outcome.results.size(), 3u);
+  for (const StepResult& result : outcome.results) {
+    EXPECT_EQ(result.arena_high_water, program.arena_bytes);
+    EXPECT_LE(result.peak_resident_bytes, program.arena_bytes);
+    EXPECT_GT(result.peak_resident_bytes, 0);
+    EXPECT_EQ(result.bytes_to_host, 0);
+    EXPECT_EQ(result.bytes_to_device, 0);
+    EXPECT_EQ(result.peak_host_bytes, 0);
+    EXPECT_EQ(result.recompute_seconds, 0);
+    EXPECT_GT(result.compute_seconds, 0);
+    EXPECT_GE(result.seconds, result.compute_seconds);
+  }
+  for (const auto& [name, bytes] : outcome.state) EXPECT_FALSE(HasNaN(bytes)) << name;
+  for (const auto& [name, bytes] : outcome.captured.back()) EXPECT_FALSE(HasNaN(bytes)) << name;
+  ASSERT_EQ(outcome.captured.back().size(), 3u);
+  // The parameter moved.
+  TestBackend backend;
+  std::unique_ptr<Runtime> fresh = CreateOrDie(program, backend);
+  Initialize(graph, *fresh);
+  EXPECT_NE(State(graph, *fresh, /*with_outputs=*/false).at("w"), outcome.state.at("w"));
+}
+
+// Spilling and recomputing change where bytes live and when, never what the
+// step computes.
+TEST(Runtime, EveryPlanGivesBitwiseTheSameSteps) {
+  const ir::Graph kept_graph = ParseOrDie(TrainText());
+  const Program kept = BuildOrDie(kept_graph);
+  const Outcome expected = RunSteps(kept_graph, kept, 3);
+  const std::vector<std::map<std::string, std::string>> pin_sets = {
+      {{"a", "spill"}},
+      {{"r", "spill"}, {"s", "spill"}},
+      {{"a", "spill"}, {"y", "spill"}, {"r", "spill"}, {"s", "spill"}},
+      {{"r", "recompute"}},
+      {{"y", "recompute"}},
+      {{"a", "recompute"}, {"y", "recompute"}, {"r", "recompute"}},
+      {{"a", "spill"}, {"y", "recompute"}, {"s", "spill"}},
+  };
+  for (const auto& pins : pin_sets) {
+    std::string label;
+    for (const auto& [value, decision] : pins) label += fmt::format("{}={} ", value, decision);
+    SCOPED_TRACE(label);
+    const ir::Graph graph = ParseOrDie(TrainText(pins));
+    const Program program = BuildOrDie(graph);
+    const bool recomputes = !IndicesOf(program, InstructionKind::kRecompute).empty();
+    ASSERT_TRUE(program.host_bytes > 0 || recomputes);
+    const Outcome outcome = RunSteps(graph, program, 3);
+    ASSERT_EQ(outcome.results.size(), 3u);
+    EXPECT_EQ(outcome.state, expected.state);
+    EXPECT_EQ(outcome.captured, expected.captured);
+    for (const StepResult& result : outcome.results) {
+      EXPECT_LE(result.arena_high_water, program.arena_bytes);
+      EXPECT_LE(result.peak_resident_bytes, program.arena_bytes);
+      EXPECT_EQ(result.bytes_to_host, program.host_bytes);
+      EXPECT_EQ(result.peak_host_bytes > 0, program.host_bytes > 0);
+      EXPECT_LE(result.peak_host_bytes, program.host_bytes);
+      EXPECT_EQ(result.recompute_seconds > 0, recomputes);
+    }
+  }
+}
+
+TEST(Runtime, SpilledBytesGoOutAndComeBack) {
+  const ir::Graph graph = ParseOrDie(TrainText({{"r", "spill"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  const Outcome outcome = RunSteps(graph, program, 1);
+  ASSERT_EQ(outcome.results.size(), 1u);
+  EXPECT_EQ(outcome.results[0].bytes_to_host, 2 * program::testing::kKiB);
+  EXPECT_EQ(outcome.results[0].bytes_to_device, 2 * program::testing::kKiB);
+}
+
+TEST(Runtime, HostMemoryIsAllocatedOnceAndReused) {
+  const ir::Graph graph = ParseOrDie(TrainText({{"r", "spill"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  const Outcome outcome = RunSteps(graph, program, 4, &backend);
+  ASSERT_EQ(outcome.results.size(), 4u);
+  // Two spilled tensors of the same size; the second may reuse the first's
+  // block if that came back already, so at most two blocks, all from step 0.
+  EXPECT_GE(backend.host_allocations(), 1);
+  EXPECT_LE(backend.host_allocations(), 2);
+}
+
+// Every kernel and copy starts after the ones whose events it waits on have
+// ended, and after the previous instruction of its stream.
+void ExpectEventsHonoured(const Program& program, const TestBackend& backend) {
+  // The n-th kernel or copy a stream ran is its n-th such instruction.
+  std::vector<const TestBackend::Span*> span_of(program.instructions.size(), nullptr);
+  std::array<size_t, program::kNumStreams> next{};
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind == InstructionKind::kAlloc || instruction.kind == InstructionKind::kFree) {
+      continue;
+    }
+    const std::vector<TestBackend::Span>& log = backend.log(instruction.stream);
+    size_t& n = next[StreamIndex(instruction.stream)];
+    ASSERT_LT(n, log.size());
+    span_of[i] = &log[n++];
+  }
+  for (size_t s = 0; s < program::kNumStreams; ++s) {
+    EXPECT_EQ(next[s], backend.log(static_cast<Stream>(s)).size());
+  }
+  // The kernels and copies each event stands for: the last of its stream,
+  // and for a free or an alloc also what it waited on.
+  std::vector<std::vector<size_t>> recorded_by(static_cast<size_t>(program.num_events));
+  std::array<int64_t, program::kNumStreams> last_span{-1, -1, -1};
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    int64_t& last = last_span[StreamIndex(instruction.stream)];
+    if (span_of[i] != nullptr) last = static_cast<int64_t>(i);
+    if (instruction.record == program::kNoEvent) continue;
+    std::vector<size_t>& ends = recorded_by[static_cast<size_t>(instruction.record)];
+    if (last >= 0) ends.push_back(static_cast<size_t>(last));
+    for (program::EventId wait : instruction.waits) {
+      const std::vector<size_t>& before = recorded_by[static_cast<size_t>(wait)];
+      ends.insert(ends.end(), before.begin(), before.end());
+    }
+  }
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    if (span_of[i] == nullptr) continue;
+    for (program::EventId wait : program.instructions[i].waits) {
+      for (size_t before : recorded_by[static_cast<size_t>(wait)]) {
+        EXPECT_LT(span_of[before]->end, span_of[i]->start)
+            << "instruction " << i << " started before instruction " << before << " ended\n"
+            << program::ProgramToText(program);
+      }
+    }
+  }
+}
+
+TEST(Runtime, StreamsWaitForTheEventsOfOthers) {
+  const ir::Graph graph =
+      ParseOrDie(TrainText({{"a", "spill"}, {"y", "recompute"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  // The fetches wait for the compute stream to reach their step, the compute
+  // stream for the fetches, and the frees for the spills.
+  bool fetch_waits_for_compute = false;
+  for (size_t i : IndicesOf(program, InstructionKind::kCopyToDevice)) {
+    ASSERT_GT(i, 0u);
+    fetch_waits_for_compute |= !program.instructions[i - 1].waits.empty();
+  }
+  EXPECT_TRUE(fetch_waits_for_compute) << program::ProgramToText(program);
+  const Outcome expected = RunSteps(graph, program, 1);
+  for (int jitter_us : {0, 200}) {
+    TestBackend backend;
+    backend.set_jitter_us(jitter_us);
+    const Outcome outcome = RunSteps(graph, program, 1, &backend);
+    EXPECT_EQ(outcome.state, expected.state);
+    ExpectEventsHonoured(program, backend);
+  }
+}
+
+TEST(Runtime, FiftyRunsGiveIdenticalResults) {
+  const ir::Graph graph =
+      ParseOrDie(TrainText({{"a", "spill"}, {"y", "recompute"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  backend.set_jitter_us(20);
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
+  std::map<std::string, Bytes> first;
+  for (int run = 0; run < 50; ++run) {
+    Initialize(graph, *runtime);
+    backend.ClearLog();
+    absl::StatusOr<StepResult> result = runtime->RunStep({});
+    ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
+    ExpectEventsHonoured(program, backend);
+    std::map<std::string, Bytes> state = State(graph, *runtime);
+    if (run == 0) first = state;
+    EXPECT_EQ(state, first) << "run " << run;
+  }
+}
+
+// Fault injection: a failed step changes no persistent value, and the next
+// step runs as if it never happened.
+class FailedStep : public ::testing::Test {
+ protected:
+  FailedStep()
+      : graph_(ParseOrDie(TrainText({{"a", "spill"}, {"r", "spill"}, {"s", "spill"}}))),
+        program_(BuildOrDie(graph_)),
+        expected_(RunSteps(graph_, program_, 1)) {}
+
+  void ExpectFailureLeavesNoTrace(const StepOptions& failing, std::string_view message,
+                                  TestBackend& backend) {
+    std::unique_ptr<Runtime> runtime = CreateOrDie(program_, backend);
+    Initialize(graph_, *runtime);
+    const std::map<std::string, Bytes> before = State(graph_, *runtime, /*with_outputs=*/false);
+    absl::StatusOr<StepResult> failed = runtime->RunStep(failing);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_THAT(StatusMessage(failed.status()), HasSubstr(message));
+    EXPECT_EQ(State(graph_, *runtime, /*with_outputs=*/false), before);
+    Bytes loss(static_cast<size_t>(graph_.value(*graph_.FindValue("loss")).type.bytes()));
+    EXPECT_EQ(runtime->Read(*graph_.FindValue("loss"), loss).code(),
+              absl::StatusCode::kFailedPrecondition);
+
+    backend.FailKernelOf("");
+    StepOptions clean;
+    clean.capture = ValuesNamed(graph_, {"dw", "dy", "s"});
+    absl::StatusOr<StepResult> result = runtime->RunStep(clean);
+    ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
+    EXPECT_EQ(State(graph_, *runtime), expected_.state);
+  }
+
+  const ir::Graph graph_;
+  const Program program_;
+  const Outcome expected_;
+};
+
+TEST_F(FailedStep, EveryCopyCanFail) {
+  const size_t copies = IndicesOf(program_, InstructionKind::kCopyToHost).size() +
+                        IndicesOf(program_, InstructionKind::kCopyToDevice).size();
+  ASSERT_EQ(copies, 6u);
+  for (size_t n = 0; n < copies; ++n) {
+    SCOPED_TRACE(fmt::format("copy {}", n));
+    TestBackend backend;
+    StepOptions options;
+    options.faults.fail_copy = static_cast<int64_t>(n);
+    ExpectFailureLeavesNoTrace(options, fmt::format("injected failure of copy {} of the step", n),
+                               backend);
+  }
+}
+
+TEST_F(FailedStep, TheFailedCopyIsNamed) {
+  TestBackend backend;
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program_, backend);
+  StepOptions options;
+  options.faults.fail_copy = 0;
+  absl::StatusOr<StepResult> failed = runtime->RunStep(options);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(StatusMessage(failed.status()), HasSubstr("copy_to_host 'a' -> 'a@host' at step 0"));
+}
+
+TEST_F(FailedStep, EveryHostAllocationCanFail) {
+  for (int64_t n = 0; n < 3; ++n) {
+    SCOPED_TRACE(fmt::format("host allocation {}", n));
+    TestBackend backend;
+    StepOptions options;
+    options.faults.fail_host_allocation = n;
+    ExpectFailureLeavesNoTrace(options, "injected failure of host allocation", backend);
+  }
+  TestBackend backend;
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program_, backend);
+  StepOptions options;
+  options.faults.fail_host_allocation = 1;
+  absl::StatusOr<StepResult> failed = runtime->RunStep(options);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(StatusMessage(failed.status()),
+              HasSubstr("no host memory for 'r@host' (1024 bytes)"));
+}
+
+TEST_F(FailedStep, AFailingKernelStopsEveryStream) {
+  // s is computed while a's and r's spills may still be running, and its
+  // failure leaves the fetches waiting on events nothing will do the work of.
+  for (std::string node : {"s", "dr", "dw", "a"}) {
+    SCOPED_TRACE(node);
+    TestBackend backend;
+    backend.set_jitter_us(50);
+    backend.FailKernelOf(node);
+    ExpectFailureLeavesNoTrace({}, fmt::format("compute '{}'", node), backend);
+  }
+}
+
+TEST(Runtime, CapturingAValueNoComputeWritesIsAnError) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
+  StepOptions options;
+  options.capture = {*graph.FindValue("w")};
+  EXPECT_EQ(runtime->RunStep(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Runtime, ReadAndWriteCheckTheValueAndItsSize) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
+  Bytes kib(1024);
+  Bytes small(4);
+  const ir::ValueId w = *graph.FindValue("w");
+  EXPECT_TRUE(runtime->Write(w, kib).ok());
+  EXPECT_EQ(runtime->Write(w, small).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->Read(w, small).code(), absl::StatusCode::kInvalidArgument);
+  // An intermediate is gone after the step; a graph output has no value yet.
+  EXPECT_EQ(runtime->Read(*graph.FindValue("dw"), kib).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->Write(*graph.FindValue("loss"), kib).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->Read(*graph.FindValue("loss"), kib).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// The arena is the only device memory: a Program that does not fit cannot run.
+TEST(Runtime, AProgramOverTheBudgetIsRefused) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes - 1);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(StatusMessage(runtime.status()),
+              HasSubstr(fmt::format("needs {}", FormatBytes(program.arena_bytes))));
+}
+
+TEST(Runtime, ABufferOutsideTheArenaIsRefused) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  Program program = BuildOrDie(graph);
+  program.buffers.back().offset = program.arena_bytes;
+  TestBackend backend;
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(StatusMessage(runtime.status()), HasSubstr("lies outside the arena"));
+}
+
+TEST(Runtime, AMisalignedBufferIsRefused) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  Program program = BuildOrDie(graph);
+  program.arena_bytes += backends::kTensorAlignment;
+  program.buffers.back().offset += 4;
+  TestBackend backend;
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(StatusMessage(runtime.status()), HasSubstr("not a multiple of 64 bytes"));
+}
+
+TEST(Runtime, ACopyAfterTheFirstUpdateIsRefused) {
+  // q's update is ready (and scheduled) before the backward node that reads
+  // a back from the host.
+  const ir::Graph graph = ParseOrDie(
+      "graph late {\n"
+      "  param %p: f32[256]\n"
+      "  param %q: f32[256]\n"
+      "  %a: f32[256] = relu(%p) {memory=\"spill\"}\n"
+      "  %b: f32[256] = relu(%q)\n"
+      "  %dq: f32[256] = relu_backward(%b, %b) @backward\n"
+      "  %q.new: f32[256] = sgd_update(%q, %dq) {lr=0.1} @update\n"
+      "  %dp: f32[256] = relu_backward(%a, %a) @backward\n"
+      "  %p.new: f32[256] = sgd_update(%p, %dp) {lr=0.1} @update\n"
+      "  output %p.new, %q.new\n"
+      "}\n");
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(StatusMessage(runtime.status()),
+              HasSubstr("runs after the first update (compute 'q.new' (sgd_update)"));
+}
+
+}  // namespace
+}  // namespace spillway::runtime
