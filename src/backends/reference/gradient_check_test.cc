@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "autodiff/gradients.h"
 #include "backends/reference/reference_backend.h"
+#include "backends/reference/reference_kernels.h"
 #include "backends/testing/op_test.h"
 #include "fmt/format.h"
 #include "ir/op_kind.h"
@@ -80,25 +82,20 @@ OpTestCase MulCase() {
       .name = "mul/harness", .op = ir::OpKind::kMul, .inputs = {ir::F32({2, 3}), ir::F32({2, 3})}};
 }
 
-// The reference backend, with the largest element of every node's first
-// output off by a relative 1e-3 (100 times the default tolerance).
-class PerturbingBackend final : public Backend {
+// The reference backend with its kernels replaced by `run_kernel`.
+class TamperedBackend final : public Backend {
  public:
-  std::string_view name() const override { return "perturbing"; }
+  explicit TamperedBackend(std::function<absl::Status(const KernelCall&)> run_kernel)
+      : run_kernel_(std::move(run_kernel)) {}
+  std::string_view name() const override { return "tampered"; }
   absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
     return inner_.AllocateDevice(bytes);
   }
   void FreeDevice(void* memory) override { inner_.FreeDevice(memory); }
   absl::StatusOr<void*> AllocateHost(int64_t bytes) override { return inner_.AllocateHost(bytes); }
   void FreeHost(void* memory) override { inner_.FreeHost(memory); }
-  absl::Status RunKernel(program::Stream stream, const KernelCall& call) override {
-    RETURN_IF_ERROR(inner_.RunKernel(stream, call));
-    const TensorRef& y = call.outputs[0];
-    float* data = y.as<float>();
-    float* largest = std::max_element(data, data + y.num_elements(),
-                                      [](float a, float b) { return std::abs(a) < std::abs(b); });
-    *largest *= 1.0f + 1e-3f;
-    return absl::OkStatus();
+  absl::Status RunKernel(program::Stream /*stream*/, const KernelCall& call) override {
+    return run_kernel_(call);
   }
   absl::Status Copy(program::Stream stream, void* destination, const void* source,
                     int64_t bytes) override {
@@ -112,17 +109,64 @@ class PerturbingBackend final : public Backend {
   }
 
  private:
+  std::function<absl::Status(const KernelCall&)> run_kernel_;
   reference::ReferenceBackend inner_;
 };
+
+float& LargestElement(const TensorRef& tensor) {
+  float* data = tensor.as<float>();
+  return *std::max_element(data, data + tensor.num_elements(),
+                           [](float a, float b) { return std::abs(a) < std::abs(b); });
+}
 
 TEST(OpTestHarness, ComparisonCatchesAPerturbedElement) {
   reference::ReferenceBackend exact;
   ASSERT_TRUE(CompareWithReference(exact, MatMulCase()).ok());
-  PerturbingBackend perturbing;
+  // The largest element of every output off by a relative 1e-3, 100 times
+  // the default tolerance.
+  TamperedBackend perturbing([](const KernelCall& call) {
+    RETURN_IF_ERROR(reference::RunReferenceKernel<float>(call));
+    LargestElement(call.outputs[0]) *= 1.0f + 1e-3f;
+    return absl::OkStatus();
+  });
   const absl::Status status = CompareWithReference(perturbing, MatMulCase());
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(status.message(), HasSubstr("node 'op' (matmul)"));
   EXPECT_THAT(status.message(), HasSubstr("1 of 15 elements differ"));
+}
+
+TEST(OpTestHarness, DeterminismCheckCatchesAnUnwrittenElement) {
+  // Leaves the last element of every output as it found it.
+  TamperedBackend lazy([](const KernelCall& call) {
+    const TensorRef& y = call.outputs[0];
+    const float before = y.as<float>()[y.num_elements() - 1];
+    RETURN_IF_ERROR(reference::RunReferenceKernel<float>(call));
+    y.as<float>()[y.num_elements() - 1] = before;
+    return absl::OkStatus();
+  });
+  const absl::Status status = CheckDeterministic(lazy, MatMulCase());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("two runs on the same inputs differ"));
+  EXPECT_THAT(status.message(), HasSubstr("element [2,4]"));
+}
+
+TEST(OpTestHarness, DeterminismCheckCatchesAnInexactBatchNormRecomputation) {
+  const OpTestCase batch_norm{.name = "batch_norm/harness",
+                              .op = ir::OpKind::kBatchNorm,
+                              .inputs = {ir::Activation({2, 2, 2, 3}), ir::F32({3}), ir::F32({3}),
+                                         ir::F32({3}), ir::F32({3})},
+                              .no_gradient = {3, 4}};
+  reference::ReferenceBackend exact;
+  ASSERT_TRUE(CheckDeterministic(exact, batch_norm).ok());
+  TamperedBackend inexact([](const KernelCall& call) {
+    RETURN_IF_ERROR(reference::RunReferenceKernel<float>(call));
+    const bool recomputation = call.node.op == ir::OpKind::kBatchNorm && call.inputs.size() == 7;
+    if (recomputation) LargestElement(call.outputs[0]) *= 1.0f + 1e-6f;
+    return absl::OkStatus();
+  });
+  const absl::Status status = CheckDeterministic(inexact, batch_norm);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("recomputed from the saved statistics"));
 }
 
 // d(a*b)/da = b; this rule says a.

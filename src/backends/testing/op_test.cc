@@ -436,41 +436,69 @@ absl::StatusOr<DeviceBuffer> Upload(Backend& backend, const HostTensor& host) {
   return buffer;
 }
 
-// Runs `node` on `backend` with the reference's float values of its inputs;
-// outputs start filled with `fill`.
+// What one run hands a kernel: the contents of each of its inputs (null:
+// absent) and the outputs it wants.
+struct KernelInputs {
+  std::vector<const ir::TensorType*> types;
+  std::vector<const HostTensor*> contents;
+  std::vector<bool> wanted;
+};
+
+// The node as a step runs it: every input from `values`, every output wanted.
+KernelInputs FullRun(const ir::Graph& graph, const ir::Node& node,
+                     const std::vector<HostTensor>& values) {
+  KernelInputs run;
+  for (ValueId id : node.inputs) {
+    run.types.push_back(&graph.value(id).type);
+    run.contents.push_back(&values[static_cast<size_t>(id)]);
+  }
+  run.wanted.assign(node.outputs.size(), true);
+  return run;
+}
+
+// Runs `node` on `backend`; wanted outputs that are not in place start filled
+// with `fill`. An in-place output gets its input's buffer.
 absl::StatusOr<BackendRun> RunOnBackend(Backend& backend, const ir::Graph& graph,
-                                        const ir::Node& node,
-                                        const std::vector<HostTensor>& reference, std::byte fill) {
+                                        const ir::Node& node, const KernelInputs& given,
+                                        std::byte fill) {
   BackendRun run;
   std::vector<TensorRef> inputs;
-  for (ValueId id : node.inputs) {
-    ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(backend, reference[static_cast<size_t>(id)]));
-    inputs.push_back({&graph.value(id).type, buffer.get()});
+  for (size_t i = 0; i < given.types.size(); ++i) {
+    if (given.contents[i] == nullptr) {
+      inputs.push_back({given.types[i], nullptr});
+      continue;
+    }
+    ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(backend, *given.contents[i]));
+    inputs.push_back({given.types[i], buffer.get()});
     run.buffers.push_back(std::move(buffer));
   }
   std::vector<TensorRef> outputs;
   for (size_t k = 0; k < node.outputs.size(); ++k) {
     const ir::TensorType& type = graph.value(node.outputs[k]).type;
-    if (const int input = AliasedInput(node, k); input >= 0) {
+    if (!given.wanted[k]) {
+      outputs.push_back({&type, nullptr});
+    } else if (const int input = AliasedInput(node, k); input >= 0) {
       outputs.push_back({&type, inputs[static_cast<size_t>(input)].data});
-      continue;
+    } else {
+      ASSIGN_OR_RETURN(HostTensor filled,
+                       HostTensor::Allocate(StorageBytes(type, sizeof(float)), fill));
+      ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(backend, filled));
+      outputs.push_back({&type, buffer.get()});
+      run.buffers.push_back(std::move(buffer));
     }
-    ASSIGN_OR_RETURN(HostTensor filled,
-                     HostTensor::Allocate(StorageBytes(type, sizeof(float)), fill));
-    ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(backend, filled));
-    outputs.push_back({&type, buffer.get()});
-    run.buffers.push_back(std::move(buffer));
   }
   const KernelCall call{.node = node, .inputs = inputs, .outputs = outputs, .context = {.step = 0}};
   const std::string where = fmt::format("backend '{}', {}", backend.name(), NodeName(node));
   RETURN_IF_ERROR(Annotate(backend.RunKernel(program::Stream::kCompute, call), where));
   RETURN_IF_ERROR(Annotate(backend.SynchronizeStream(program::Stream::kCompute), where));
+  run.outputs.resize(node.outputs.size());
   for (size_t k = 0; k < node.outputs.size(); ++k) {
+    if (!given.wanted[k]) continue;
     const ir::TensorType& type = graph.value(node.outputs[k]).type;
     ASSIGN_OR_RETURN(HostTensor host,
                      HostTensor::Allocate(StorageBytes(type, sizeof(float)), std::byte{0}));
     RETURN_IF_ERROR(Annotate(backend.Download(host.data(), outputs[k].data, host.bytes()), where));
-    run.outputs.push_back(std::move(host));
+    run.outputs[k] = std::move(host);
   }
   return run;
 }
@@ -478,6 +506,22 @@ absl::StatusOr<BackendRun> RunOnBackend(Backend& backend, const ir::Graph& graph
 std::string OutputName(const ir::Graph& graph, const ir::Node& node, size_t k) {
   return fmt::format("output {} ('{}', {})", k, graph.value(node.outputs[k]).name,
                      ir::TypeToString(graph.value(node.outputs[k]).type));
+}
+
+// Ok when `a` and `b` hold the same bytes; otherwise names the first
+// element that differs.
+absl::Status CompareBitwise(const ir::TensorType& type, const HostTensor& a, const HostTensor& b) {
+  SPILLWAY_CHECK(a.bytes() == b.bytes(), "two runs of one output have one size");
+  const auto* a_bytes = static_cast<const std::byte*>(a.data());
+  const auto* b_bytes = static_cast<const std::byte*>(b.data());
+  const size_t size = static_cast<size_t>(a.bytes());
+  const size_t differing_byte =
+      static_cast<size_t>(std::mismatch(a_bytes, a_bytes + size, b_bytes).first - a_bytes);
+  if (differing_byte == size) return absl::OkStatus();
+  const int64_t element = static_cast<int64_t>(differing_byte) * Elements(type) / a.bytes();
+  return absl::InternalError(fmt::format(
+      "first at element {} (flat {}): {} then {}", ElementName(type.shape, element), element,
+      GetElement<float>(type, a.data(), element), GetElement<float>(type, b.data(), element)));
 }
 
 // Elements whose error exceeds its bound, and the one exceeding it most.
@@ -541,7 +585,8 @@ absl::Status CompareWithReference(Backend& backend, const OpTestCase& test_case,
   RETURN_IF_ERROR(Annotate(reference.status(), CaseName(test_case)));
   for (ir::NodeId id : graph.TopologicalOrder()) {
     const ir::Node& node = graph.node(id);
-    absl::StatusOr<BackendRun> run = RunOnBackend(backend, graph, node, *reference, kUnwritten);
+    absl::StatusOr<BackendRun> run =
+        RunOnBackend(backend, graph, node, FullRun(graph, node, *reference), kUnwritten);
     RETURN_IF_ERROR(Annotate(run.status(), CaseName(test_case)));
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const ir::TensorType& type = graph.value(node.outputs[k]).type;
@@ -625,33 +670,59 @@ absl::Status CheckDeterministic(Backend& backend, const OpTestCase& test_case, u
   RETURN_IF_ERROR(Annotate(reference.status(), CaseName(test_case)));
   for (ir::NodeId id : graph.TopologicalOrder()) {
     const ir::Node& node = graph.node(id);
-    // The first run's buffers stay allocated during the second, so the two
-    // runs see different addresses; their outputs start with different bytes,
+    const std::string where =
+        fmt::format("{}: backend '{}', {}", CaseName(test_case), backend.name(), NodeName(node));
+    const KernelInputs full = FullRun(graph, node, *reference);
+    // The first run's buffers stay allocated during the others, so every run
+    // sees different addresses; the runs' outputs start with different bytes,
     // so an element left unwritten shows too.
-    absl::StatusOr<BackendRun> first = RunOnBackend(backend, graph, node, *reference, std::byte{0});
+    absl::StatusOr<BackendRun> first = RunOnBackend(backend, graph, node, full, std::byte{0});
     RETURN_IF_ERROR(Annotate(first.status(), CaseName(test_case)));
-    absl::StatusOr<BackendRun> second = RunOnBackend(backend, graph, node, *reference, kUnwritten);
+    absl::StatusOr<BackendRun> second = RunOnBackend(backend, graph, node, full, kUnwritten);
     RETURN_IF_ERROR(Annotate(second.status(), CaseName(test_case)));
     for (size_t k = 0; k < node.outputs.size(); ++k) {
-      const ir::TensorType& type = graph.value(node.outputs[k]).type;
-      const HostTensor& a = first->outputs[k];
-      const HostTensor& b = second->outputs[k];
-      if (std::memcmp(a.data(), b.data(), static_cast<size_t>(a.bytes())) == 0) continue;
-      const int64_t element_size = a.bytes() / std::max<int64_t>(Elements(type), 1);
-      int64_t differing = 0;
-      while (std::memcmp(static_cast<const std::byte*>(a.data()) + differing * element_size,
-                         static_cast<const std::byte*>(b.data()) + differing * element_size,
-                         static_cast<size_t>(element_size)) == 0) {
-        ++differing;
+      RETURN_IF_ERROR(Annotate(
+          CompareBitwise(graph.value(node.outputs[k]).type, first->outputs[k], second->outputs[k]),
+          fmt::format("{}, {}: two runs on the same inputs differ (a "
+                      "nondeterministic kernel, or one that leaves part of "
+                      "its output unwritten)",
+                      where, OutputName(graph, node, k))));
+    }
+
+    // A recomputation asks only for the value it rebuilds, and must get it
+    // bitwise as the step computed it. Ops with in-place outputs are never
+    // recomputed, except batch norm in training mode, below.
+    if (node.outputs.size() > 1 && ir::GetOpDef(node.op).in_place.empty()) {
+      for (size_t k = 0; k < node.outputs.size(); ++k) {
+        KernelInputs one = full;
+        one.wanted.assign(node.outputs.size(), false);
+        one.wanted[k] = true;
+        absl::StatusOr<BackendRun> alone = RunOnBackend(backend, graph, node, one, kUnwritten);
+        RETURN_IF_ERROR(Annotate(alone.status(), CaseName(test_case)));
+        RETURN_IF_ERROR(Annotate(
+            CompareBitwise(graph.value(node.outputs[k]).type, first->outputs[k], alone->outputs[k]),
+            fmt::format("{}, {}: a run that wants only this output differs from a full run", where,
+                        OutputName(graph, node, k))));
       }
-      return absl::InternalError(fmt::format(
-          "{}: backend '{}', {}, {}: two runs on the same inputs differ, first at element {} "
-          "(flat {}): {} then {} (a nondeterministic kernel, or one that leaves part of its "
-          "output unwritten)",
-          CaseName(test_case), backend.name(), NodeName(node), OutputName(graph, node, k),
-          ElementName(type.shape, differing), differing,
-          GetElement<float>(type, a.data(), differing),
-          GetElement<float>(type, b.data(), differing)));
+    }
+    // A recomputed batch norm in training mode (backends/kernel.h): the saved
+    // statistics as inputs 5 and 6, no running statistics, only y wanted.
+    if (node.op == ir::OpKind::kBatchNorm && node.outputs.size() == 5) {
+      KernelInputs recompute = full;
+      recompute.contents[3] = nullptr;
+      recompute.contents[4] = nullptr;
+      for (size_t k : {1, 2}) {
+        recompute.types.push_back(&graph.value(node.outputs[k]).type);
+        recompute.contents.push_back(&first->outputs[k]);
+      }
+      recompute.wanted.assign(node.outputs.size(), false);
+      recompute.wanted[0] = true;
+      absl::StatusOr<BackendRun> again = RunOnBackend(backend, graph, node, recompute, kUnwritten);
+      RETURN_IF_ERROR(Annotate(again.status(), CaseName(test_case)));
+      RETURN_IF_ERROR(Annotate(
+          CompareBitwise(graph.value(node.outputs[0]).type, first->outputs[0], again->outputs[0]),
+          fmt::format("{}: y recomputed from the saved statistics differs from the first run's",
+                      where)));
     }
   }
   return absl::OkStatus();

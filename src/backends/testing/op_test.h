@@ -68,8 +68,11 @@ absl::Status CheckGradient(const OpTestCase& test_case, uint64_t seed = 1);
 using GradientRule = std::function<absl::Status(autodiff::GradientContext&)>;
 absl::Status CheckGradient(const OpTestCase& test_case, uint64_t seed, const GradientRule& rule);
 
-// Runs the case's op and its backward nodes twice on `backend` and requires
-// bitwise equal outputs (the determinism every backend promises).
+// Runs the case's op and its backward nodes twice on `backend`, in different
+// buffers, and requires bitwise equal outputs (the determinism every backend
+// promises). Also runs what a recomputation asks for, and requires the first
+// run's bytes: each output of a multi-output node alone, and a training batch
+// norm from its saved statistics (backends/kernel.h).
 absl::Status CheckDeterministic(Backend& backend, const OpTestCase& test_case, uint64_t seed = 1);
 
 // Ops the cases run: their own ops and the ops of their gradients.
