@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@
 #include "support/status_macros.h"
 
 namespace spillway::backends::testing {
+
+// gtest prints a failing case by its name rather than its bytes.
+void PrintTo(const OpTestCase& test_case, std::ostream* out) { *out << test_case.name; }
+
 namespace {
 
 using ::testing::HasSubstr;

@@ -354,7 +354,7 @@ absl::StatusOr<CaseGraph> BuildComparedGraph(const OpTestCase& test_case) {
 const double kRelativeStep = std::cbrt(std::numeric_limits<double>::epsilon());
 
 // d L / d x[i] for every element of input `input` of the op, by central
-// differences; L is recomputed from the op's node alone.
+// differences; L is recomputed from the op's node alone, in `values`.
 absl::StatusOr<std::vector<double>> NumericGradient(const CaseGraph& built, size_t input,
                                                     std::vector<HostTensor>& values,
                                                     const Draw& draw) {
@@ -398,6 +398,7 @@ absl::StatusOr<std::vector<double>> NumericGradient(const CaseGraph& built, size
     // plus - minus is the step actually taken, after rounding.
     gradient[i] = difference / (plus - minus);
   }
+  RETURN_IF_ERROR(outputs_now().status());  // the op's outputs at x again
   return gradient;
 }
 
