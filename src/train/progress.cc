@@ -1,0 +1,66 @@
+#include "train/progress.h"
+
+#include <cmath>
+
+#include "fmt/format.h"
+#include "fmt/ostream.h"
+#include "support/units.h"
+
+namespace spillway::train {
+namespace {
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto whole = static_cast<int64_t>(std::lround(seconds));
+  if (whole < 60) return fmt::format("{}s", whole);
+  if (whole < 3600) return fmt::format("{}m{:02}s", whole / 60, whole % 60);
+  return fmt::format("{}h{:02}m", whole / 3600, whole / 60 % 60);
+}
+
+}  // namespace
+
+Progress::Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit)
+    : out_(out),
+      mode_(mode),
+      log_every_(log_every < 1 ? 1 : log_every),
+      sample_unit_(std::move(sample_unit)) {}
+
+std::string Progress::Line(const StepReport& report) const {
+  const double rate = seconds_ > 0 ? static_cast<double>(samples_) / seconds_ : 0;
+  const double eta = static_cast<double>(report.last_step - report.step) * seconds_ /
+                     static_cast<double>(steps_seen_);
+  return fmt::format(
+      "step {}/{}  loss {:.4f}  {:.1f} {}/s  arena {}  spilled {}/step  recompute {:.2f}s  eta {}",
+      report.step, report.last_step, report.loss, rate, sample_unit_,
+      FormatBytes(report.arena_high_water), FormatBytes(report.bytes_to_host), recompute_seconds_,
+      FormatDuration(eta));
+}
+
+void Progress::Update(const StepReport& report) {
+  ++steps_seen_;
+  seconds_ += report.seconds;
+  samples_ += report.samples;
+  recompute_seconds_ += report.recompute_seconds;
+  if (mode_ == Mode::kTerminal) {
+    // \r returns to the start of the line, ESC[K clears what a longer
+    // previous line left.
+    fmt::print(out_, "\r{}\x1b[K", Line(report));
+    out_.flush();
+    line_open_ = true;
+    return;
+  }
+  if (steps_seen_ % log_every_ == 0 || report.step == report.last_step || steps_seen_ == 1) {
+    fmt::print(out_, "{}\n", Line(report));
+    out_.flush();
+  }
+}
+
+void Progress::Finish() {
+  if (line_open_) {
+    out_ << "\n";
+    out_.flush();
+    line_open_ = false;
+  }
+}
+
+}  // namespace spillway::train

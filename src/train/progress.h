@@ -1,0 +1,49 @@
+// Progress of a training run, as it goes. On a terminal: one line redrawn in
+// place after every step. Otherwise (a file, a pipe, a CI log): a plain line
+// every `log_every` steps and at the last step.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace spillway::train {
+
+// One step as the trainer saw it.
+struct StepReport {
+  int64_t step = 0;       // 1-based, counting steps of earlier runs resumed from
+  int64_t last_step = 0;  // the step the run ends at
+  double loss = 0;
+  double seconds = 0;
+  double recompute_seconds = 0;
+  int64_t samples = 0;  // images or sequences in the batch
+  int64_t arena_high_water = 0;
+  int64_t bytes_to_host = 0;
+};
+
+class Progress {
+ public:
+  enum class Mode { kTerminal, kPlain };
+
+  // `sample_unit` names a sample in the rate: "img" or "seq".
+  Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit);
+
+  void Update(const StepReport& report);
+  // Ends the redrawn line on a terminal.
+  void Finish();
+
+ private:
+  std::string Line(const StepReport& report) const;
+
+  std::ostream& out_;
+  Mode mode_;
+  int64_t log_every_;
+  std::string sample_unit_;
+  int64_t steps_seen_ = 0;
+  double seconds_ = 0;
+  int64_t samples_ = 0;
+  double recompute_seconds_ = 0;
+  bool line_open_ = false;
+};
+
+}  // namespace spillway::train

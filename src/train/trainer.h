@@ -1,0 +1,122 @@
+// The trainer: from a forward graph to trained parameters under a memory
+// budget. It builds the training graph, plans it with one policy for the
+// budget and a hardware profile, builds the Program, and runs it step after
+// step on a backend through the runtime: write the batch, run the step, read
+// the loss, advance Adam's step counter. It initializes the parameters from a
+// seed or resumes from a checkpoint; a resumed run continues bitwise as if it
+// had never stopped (the data, dropout masks and Adam's counter are functions
+// of the seed and the step, and the checkpoint holds everything else).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "analysis/hardware.h"
+#include "autodiff/training_graph.h"
+#include "backends/backend.h"
+#include "ir/graph.h"
+#include "planner/planner.h"
+#include "runtime/runtime.h"
+#include "train/data.h"
+#include "train/progress.h"
+
+namespace spillway::train {
+
+struct TrainerOptions {
+  autodiff::OptimizerOptions optimizer;
+  std::string policy = "hybrid";
+  int64_t budget_bytes = 0;
+  analysis::HardwareProfile hardware;  // what the planner costs the step with
+  double plan_time_limit_s = 1.5;
+  int plan_max_evaluations = 0;
+  // Source and seed of the data; the seed also initializes the parameters. It
+  // should be the seed the forward graph's dropout nodes were built with.
+  DataOptions data;
+};
+
+struct StepStats {
+  int64_t step = 0;  // 1-based: steps completed after this one
+  double loss = 0;
+  runtime::StepResult result;
+};
+
+// A run of Trainer::Run, for reports and `spillway train --json`.
+struct TrainingSummary {
+  std::string policy;
+  int64_t first_step = 0;  // 1-based, inclusive
+  int64_t last_step = 0;
+  std::vector<double> losses;
+  std::string checksum;  // StateChecksum() at the end, "0x" and 16 hex digits
+  int64_t budget_bytes = 0;
+  int64_t arena_bytes = 0;             // planned
+  int64_t arena_high_water_bytes = 0;  // measured, the most of any step
+  int64_t peak_host_bytes = 0;
+  int64_t bytes_to_host_per_step = 0;
+  int64_t bytes_to_device_per_step = 0;
+  double mean_step_s = 0;
+  double mean_recompute_s = 0;
+  double samples_per_s = 0;
+  double planning_s = 0;
+  std::vector<std::string> checkpoints;  // written during the run, in order
+};
+
+struct RunOptions {
+  int64_t steps = 0;
+  std::string save_path;   // empty: no checkpoints
+  int64_t save_every = 0;  // 0: only after the last step
+  Progress* progress = nullptr;
+};
+
+class Trainer {
+ public:
+  // Plans, creates the runtime on `backend` (which must outlive the trainer)
+  // and initializes the state from options.data.seed. Errors: a bad graph or
+  // data source; a budget below the smallest arena the policy reaches (named).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const ir::Graph& forward,
+                                                         const TrainerOptions& options,
+                                                         backends::Backend& backend);
+  ~Trainer();
+
+  // Loads a checkpoint: every persistent value and the step. Nothing changes
+  // on error (missing, corrupt, another model or optimizer, another seed).
+  absl::Status Resume(const std::string& path);
+  absl::Status Save(const std::string& path) const;
+
+  // Runs one step on the next batch.
+  absl::StatusOr<StepStats> Step();
+
+  // Runs options.steps steps, saving as asked, and summarizes them.
+  absl::StatusOr<TrainingSummary> Run(const RunOptions& options);
+
+  // FNV-1a 64 over the bytes of every parameter, buffer and optimizer state
+  // in value id order (PersistentValues): equal checksums, equal state.
+  absl::StatusOr<uint64_t> StateChecksum() const;
+
+  int64_t steps_done() const { return step_; }
+  const autodiff::TrainingGraph& training() const { return *training_; }
+  const planner::PlanResult& plan() const { return plan_; }
+  const TaskInfo& task() const { return task_; }
+  const DataSource& data() const { return *data_; }
+  runtime::Runtime& runtime() { return *runtime_; }
+
+ private:
+  Trainer() = default;
+  absl::Status WriteAdamStep();
+
+  TrainerOptions options_;
+  std::unique_ptr<autodiff::TrainingGraph> training_;
+  planner::PlanResult plan_;
+  TaskInfo task_;
+  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<runtime::Runtime> runtime_;
+  int64_t step_ = 0;  // steps completed
+};
+
+// "0x" and 16 lower-case hex digits.
+std::string FormatChecksum(uint64_t checksum);
+
+}  // namespace spillway::train
