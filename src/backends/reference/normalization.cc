@@ -101,8 +101,6 @@ absl::Status RunBatchNorm(const KernelCall& call) {
   RETURN_IF_ERROR(ExpectInputs(call, {3, 4}));
   const T* running_mean = call.inputs[3].as<const T>();
   const T* running_var = call.inputs[4].as<const T>();
-  std::vector<T> mean(static_cast<size_t>(m.columns));
-  std::vector<T> variance(static_cast<size_t>(m.columns));
   std::vector<T> inv_std(static_cast<size_t>(m.columns));
 
   if (!training) {
@@ -114,6 +112,8 @@ absl::Status RunBatchNorm(const KernelCall& call) {
   if (m.rows < 2) {
     return KernelError(call, "training needs more than one value per channel");
   }
+  std::vector<T> mean(static_cast<size_t>(m.columns));
+  std::vector<T> variance(static_cast<size_t>(m.columns));
   ColumnMoments(x, m, mean.data(), variance.data());
   for (int64_t c = 0; c < m.columns; ++c) inv_std[c] = InvStd(variance[c], epsilon);
   // y reads the statistics as stored, so a recomputation from the saved

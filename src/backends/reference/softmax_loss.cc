@@ -46,7 +46,7 @@ int64_t VisibleKeys(const ir::Shape& shape, const AxisView& view, bool causal, i
   const int64_t queries = shape[shape.size() - 2];
   const int64_t query = o % queries;
   const int64_t visible = query + (view.length - queries) + 1;
-  return visible < 0 ? 0 : (visible > view.length ? view.length : visible);
+  return std::clamp<int64_t>(visible, 0, view.length);
 }
 
 // max over the first `count` elements of a line, and sum of exp(x - max).

@@ -308,7 +308,6 @@ TEST(BatchNormTest, RecomputationFromSavedStatisticsIsBitwiseEqual) {
               Floats({4}, {1, 1, 1, 1})},
              {{"epsilon", 1e-3}});
   ASSERT_TRUE(bn.Run().ok());
-  const std::vector<float> running_mean_before = bn.input(3).floats;
 
   // The recomputation: saved_mean and saved_inv_std as inputs 5 and 6, no
   // running statistics, and only y wanted.
@@ -323,7 +322,6 @@ TEST(BatchNormTest, RecomputationFromSavedStatisticsIsBitwiseEqual) {
   out.at(0).data = y.data();
   ASSERT_TRUE(RunReferenceKernel<float>({bn.node(), in, out, {}}).ok());
   EXPECT_THAT(y, ElementsAreArray(bn.output(0)));  // exact float equality
-  EXPECT_THAT(bn.input(3).floats, ElementsAreArray(running_mean_before));
 }
 
 TEST(BatchNormTest, TrainingBackwardRemovesTheMeanAndTheProjection) {
