@@ -71,15 +71,17 @@ absl::StatusOr<bool> IsTanhGelu(const KernelCall& call) {
   return approximate == "tanh";
 }
 
-// GELU's constants: the tanh form is 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+// GELU's constants, rounded once from double. The tanh form is
+// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // √(2/π)
 template <typename T>
-constexpr T kTanhScale = std::numbers::sqrt2_v<T>* std::numbers::inv_sqrtpi_v<T>;  // √(2/π)
+constexpr T kTanhScale = static_cast<T>(kSqrt2OverPi);
 template <typename T>
 constexpr T kTanhCubic = T(0.044715);
 template <typename T>
-constexpr T kInvSqrt2 = std::numbers::sqrt2_v<T> / T(2);
+constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
 template <typename T>
-constexpr T kInvSqrt2Pi = std::numbers::inv_sqrtpi_v<T>* kInvSqrt2<T>;  // 1/√(2π)
+constexpr T kInvSqrt2Pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
 
 // y = keep ? x · scale : 0 with the mask of (seed, step), the same for the
 // forward op and its gradient, so dropout_backward replays the forward's mask.

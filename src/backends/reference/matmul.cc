@@ -56,7 +56,7 @@ absl::Status RunMatMul(const KernelCall& call) {
   const size_t a_rank = a_shape.size();
   const size_t b_rank = b_shape.size();
   const int64_t m = a_shape[a_rank - (transpose_a ? 1 : 2)];
-  const int64_t k_depth = a_shape[a_rank - (transpose_a ? 2 : 1)];
+  const int64_t depth = a_shape[a_rank - (transpose_a ? 2 : 1)];
   const int64_t n = b_shape[b_rank - (transpose_b ? 2 : 1)];
   // Element strides of op(a) along m and k, and of op(b) along k and n.
   const int64_t a_cols = a_shape[a_rank - 1];
@@ -68,7 +68,7 @@ absl::Status RunMatMul(const KernelCall& call) {
   const ir::Shape batch(y_shape.begin(), y_shape.end() - 2);
   const ir::Shape a_batch(a_shape.begin(), a_shape.end() - 2);
   const ir::Shape b_batch(b_shape.begin(), b_shape.end() - 2);
-  if (b_shape[b_rank - (transpose_b ? 1 : 2)] != k_depth || y_shape[y_shape.size() - 2] != m ||
+  if (b_shape[b_rank - (transpose_b ? 1 : 2)] != depth || y_shape[y_shape.size() - 2] != m ||
       y_shape.back() != n || !BroadcastsTo(a_batch, batch) || !BroadcastsTo(b_batch, batch)) {
     return KernelError(
         call,
@@ -90,7 +90,7 @@ absl::Status RunMatMul(const KernelCall& call) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0;
-        for (int64_t p = 0; p < k_depth; ++p) {
+        for (int64_t p = 0; p < depth; ++p) {
           sum += static_cast<double>(a_matrix[i * a_m_stride + p * a_k_stride]) *
                  static_cast<double>(b_matrix[p * b_k_stride + j * b_n_stride]);
         }

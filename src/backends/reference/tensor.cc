@@ -167,10 +167,10 @@ absl::Status RunSlice(const KernelCall& call) {
   if (x.type->dtype != y.type->dtype) return KernelError(call, "x and y differ in dtype");
   const WindowOffsets located = LocateWindow(window, x.type->shape);
   const size_t element_bytes = static_cast<size_t>(ElementBytes<T>(*x.type));
-  const auto* in = static_cast<const std::byte*>(x.data) + located.base * element_bytes;
+  const auto* in = static_cast<const std::byte*>(x.data);
   auto* out = static_cast<std::byte*>(y.data);
   ForEachOffset<1>(window.shape, {located.strides}, [&](const auto& offsets) {
-    std::memcpy(out, in + offsets[0] * element_bytes, element_bytes);
+    std::memcpy(out, in + (located.base + offsets[0]) * element_bytes, element_bytes);
     out += element_bytes;
   });
   return absl::OkStatus();
