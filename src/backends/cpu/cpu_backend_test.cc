@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,61 @@ TEST(CpuBackendTest, SecondRunOfANodeCreatesNoPrimitives) {
   EXPECT_GE(after_first, 3);
   ASSERT_TRUE(testing::CompareWithReference(backend, conv, /*seed=*/2).ok());
   EXPECT_EQ(backend.primitives_created(), after_first);
+}
+
+// A recomputed batch norm (inputs 5 and 6 the saved statistics, 3 and 4
+// null, only y wanted) gives bitwise the first run's y, on other buffers.
+TEST(CpuBackendTest, RecomputedBatchNormIsBitwiseTheFirstRun) {
+  CpuBackend backend({.threads = kThreads});
+  const ir::TensorType x_type = ir::Activation({4, 13, 13, 64});
+  const ir::TensorType channel = ir::F32({64});
+  ir::Graph graph;
+  std::vector<ir::ValueId> inputs{graph.AddInput("x", x_type)};
+  for (const char* name : {"gamma", "beta", "running_mean", "running_var"}) {
+    inputs.push_back(graph.AddInput(name, channel));
+  }
+  absl::StatusOr<ir::NodeId> id = graph.AddNode(ir::OpKind::kBatchNorm, inputs, {}, "bn");
+  ASSERT_TRUE(id.ok()) << id.status();
+  const ir::Node& node = graph.node(*id);
+
+  // x varies per element and channel; gamma, beta and the statistics are
+  // arbitrary but fixed.
+  std::vector<float> x(static_cast<size_t>(4 * 13 * 13 * 64));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 97.0f - 3.0f;
+  std::vector<float> gamma(64, 1.25f), beta(64, -0.5f), running_mean(64, 0.1f),
+      running_var(64, 2.0f);
+  std::vector<float> y(x.size()), saved_mean(64), saved_inv_std(64);
+  const std::vector<TensorRef> first_inputs{{&x_type, x.data()},
+                                            {&channel, gamma.data()},
+                                            {&channel, beta.data()},
+                                            {&channel, running_mean.data()},
+                                            {&channel, running_var.data()}};
+  const std::vector<TensorRef> first_outputs{{&x_type, y.data()},
+                                             {&channel, saved_mean.data()},
+                                             {&channel, saved_inv_std.data()},
+                                             {&channel, running_mean.data()},
+                                             {&channel, running_var.data()}};
+  ASSERT_TRUE(
+      backend.RunKernel(program::Stream::kCompute, {node, first_inputs, first_outputs, {}}).ok());
+
+  std::vector<float> x_copy = x;
+  std::vector<float> y_again(x.size(), 7.0f);
+  const std::vector<TensorRef> recompute_inputs{{&x_type, x_copy.data()},
+                                                {&channel, gamma.data()},
+                                                {&channel, beta.data()},
+                                                {&channel, nullptr},
+                                                {&channel, nullptr},
+                                                {&channel, saved_mean.data()},
+                                                {&channel, saved_inv_std.data()}};
+  const std::vector<TensorRef> recompute_outputs{{&x_type, y_again.data()},
+                                                 {&channel, nullptr},
+                                                 {&channel, nullptr},
+                                                 {&channel, nullptr},
+                                                 {&channel, nullptr}};
+  ASSERT_TRUE(
+      backend.RunKernel(program::Stream::kCompute, {node, recompute_inputs, recompute_outputs, {}})
+          .ok());
+  EXPECT_EQ(std::memcmp(y.data(), y_again.data(), y.size() * sizeof(float)), 0);
 }
 
 TEST(CpuBackendTest, CopiesAreMemcpy) {

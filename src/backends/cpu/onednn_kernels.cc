@@ -190,8 +190,7 @@ Window WindowOf(const ir::AttrMap& attrs, const ir::IntList& default_strides) {
 // and on ResNet-50's layers they were as fast as or faster than letting the
 // primitive pick a blocked layout and reordering activations in and out.
 // Weights go in the layout the primitive prefers, reordered from and to OHWI
-// by reorders that are part of the plan (a no-op step when the layouts
-// already agree).
+// by reorders that are part of the plan (none when the layouts agree).
 std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
                                                    const dnnl::engine& engine,
                                                    PlanBuilder& builder) {
@@ -231,10 +230,10 @@ std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
     case ir::OpKind::kConv2d: {
       if (ImplementedByReference(forward.impl_info_str())) return nullptr;
       std::vector<std::pair<int, Operand>> args{
-          {DNNL_ARG_SRC, builder.ToPrimitive(PlanBuilder::Input(0, x_md), forward.src_desc())},
+          {DNNL_ARG_SRC, PlanBuilder::Input(0, x_md)},
           {DNNL_ARG_WEIGHTS,
            builder.ToPrimitive(PlanBuilder::Input(1, w_md), forward.weights_desc())},
-          {DNNL_ARG_DST, builder.FromPrimitive(PlanBuilder::Output(0, y_md), forward.dst_desc())}};
+          {DNNL_ARG_DST, PlanBuilder::Output(0, y_md)}};
       if (has_bias) args.emplace_back(DNNL_ARG_BIAS, PlanBuilder::Input(2, b_md));
       builder.Main(dnnl::convolution_forward(forward), std::move(args));
       return builder.Finish();
@@ -260,13 +259,11 @@ std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
               window.dilations, window.pad_begin, window.pad_end),
           engine, forward);
       if (ImplementedByReference(backward.impl_info_str())) return nullptr;
-      builder.Main(
-          dnnl::convolution_backward_weights(backward),
-          {{DNNL_ARG_DIFF_DST,
-            builder.ToPrimitive(PlanBuilder::Input(0, y_md), backward.diff_dst_desc())},
-           {DNNL_ARG_SRC, builder.ToPrimitive(PlanBuilder::Input(1, x_md), backward.src_desc())},
-           {DNNL_ARG_DIFF_WEIGHTS,
-            builder.FromPrimitive(PlanBuilder::Output(0, w_md), backward.diff_weights_desc())}});
+      builder.Main(dnnl::convolution_backward_weights(backward),
+                   {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, y_md)},
+                    {DNNL_ARG_SRC, PlanBuilder::Input(1, x_md)},
+                    {DNNL_ARG_DIFF_WEIGHTS, builder.FromPrimitive(PlanBuilder::Output(0, w_md),
+                                                                  backward.diff_weights_desc())}});
       return builder.Finish();
     }
     default:
