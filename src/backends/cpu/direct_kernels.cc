@@ -40,7 +40,8 @@ void ParallelBlocks(int64_t count, int64_t block, int threads, const Body& body)
   for (int64_t b = 0; b < blocks; ++b) body(b * block, std::min(count, (b + 1) * block));
 }
 
-// Per-channel sums over the rows of a [rows, channels] view, in double:
+// Per-channel sums over the rows of a [rows, channels] view, in double (each
+// term is formed in float, then added in double):
 // accumulate(begin, end, sums) adds the terms of rows [begin, end) into
 // sums[term * channels + c]. Blocks of rows are summed separately and then
 // in block order.
@@ -125,9 +126,9 @@ bool BatchNorm(const KernelCall& call, int threads) {
             const float* xr = xs + r * channels;
 #pragma omp simd
             for (int64_t c = 0; c < channels; ++c) {
-              const double d = static_cast<double>(xr[c]) - static_cast<double>(shift[c]);
-              sum[c] += d;
-              squares[c] += d * d;
+              const float d = xr[c] - shift[c];
+              sum[c] += static_cast<double>(d);
+              squares[c] += static_cast<double>(d * d);
             }
           }
         });
@@ -194,8 +195,7 @@ bool BatchNormBackward(const KernelCall& call, int threads) {
 #pragma omp simd
           for (int64_t c = 0; c < channels; ++c) {
             sum_dy[c] += static_cast<double>(dyr[c]);
-            sum_dy_centered[c] += static_cast<double>(dyr[c]) *
-                                  (static_cast<double>(xr[c]) - static_cast<double>(mean[c]));
+            sum_dy_centered[c] += static_cast<double>(dyr[c] * (xr[c] - mean[c]));
           }
         }
       });
@@ -258,14 +258,16 @@ bool MaxPoolBackward(const KernelCall& call, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t n = 0; n < in[0]; ++n) {
     std::fill_n(dx + n * image, image, 0.0f);
-    std::vector<uint8_t> found(static_cast<size_t>(channels));
+    // 1 where the channel's window maximum has been found (float, like the
+    // data, so that the loop vectorizes).
+    std::vector<float> found(static_cast<size_t>(channels));
     for (int64_t oh = 0; oh < out_height; ++oh) {
       for (int64_t ow = 0; ow < out_width; ++ow) {
         const int64_t offset = n * out_image + (oh * out_width + ow) * channels;
         const float* yp = y + offset;
         const float* dyp = dy + offset;
-        std::fill(found.begin(), found.end(), uint8_t{0});
-        uint8_t* f = found.data();
+        std::fill(found.begin(), found.end(), 0.0f);
+        float* f = found.data();
         for (int64_t kh = 0; kh < kernel[0]; ++kh) {
           const int64_t h = oh * strides[0] - pads[0] + kh;
           if (h < 0 || h >= height) continue;
@@ -277,9 +279,9 @@ bool MaxPoolBackward(const KernelCall& call, int threads) {
             float* dxp = dx + at;
 #pragma omp simd
             for (int64_t c = 0; c < channels; ++c) {
-              const bool hit = f[c] == 0 && xp[c] == yp[c];
+              const bool hit = f[c] == 0.0f && xp[c] == yp[c];
               dxp[c] += hit ? dyp[c] : 0.0f;
-              f[c] = static_cast<uint8_t>(f[c] | (hit ? 1 : 0));
+              f[c] = hit ? 1.0f : f[c];
             }
           }
         }
