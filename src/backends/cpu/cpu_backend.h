@@ -1,7 +1,8 @@
-// The CPU backend: "device memory" is host memory, kernels are oneDNN and
-// OpenBLAS where they fit (with primitives cached per node shape, so a step
-// does not re-create them) and the reference kernels elsewhere, and a copy is
-// a memcpy on the calling stream's thread.
+// The CPU backend: "device memory" is host memory, kernels are oneDNN where
+// it fits (with primitives cached per node shape, so a step does not
+// re-create them), direct loops for the memory-bound ops of CNN training and
+// the reference kernels elsewhere, and a copy is a memcpy on the calling
+// stream's thread.
 #pragma once
 
 #include <memory>
@@ -11,8 +12,8 @@
 namespace spillway::backends::cpu {
 
 struct CpuBackendOptions {
-  // Threads each kernel may use (oneDNN's and OpenBLAS's). Results are
-  // bitwise reproducible for a given count.
+  // Threads each kernel may use (an OpenMP team: oneDNN's and the direct
+  // loops'). Results are bitwise reproducible for a given count.
   int threads = 1;
 };
 
