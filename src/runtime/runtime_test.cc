@@ -17,8 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/cost_model.h"
+#include "analysis/hardware.h"
+#include "autodiff/training_graph.h"
 #include "backends/reference/reference_backend.h"
 #include "fmt/format.h"
+#include "models/models.h"
+#include "planner/planner.h"
+#include "planner/policies.h"
 #include "program/plan.h"
 #include "program/rewriter.h"
 #include "program/test_graphs.h"
@@ -182,21 +188,39 @@ std::unique_ptr<Runtime> CreateOrDie(const Program& program, backends::Backend& 
 
 using Bytes = std::vector<std::byte>;
 
-// Deterministic starting values for every graph input, different per value.
+template <typename T>
+Bytes BytesOf(const std::vector<T>& elements) {
+  Bytes bytes(elements.size() * sizeof(T));
+  std::memcpy(bytes.data(), elements.data(), bytes.size());
+  return bytes;
+}
+
+// Deterministic starting values for every graph input, different per value:
+// floats in [-1, 1] (positive for running statistics, which include a
+// variance), integers (token ids, labels) in [0, 8).
 void Initialize(const ir::Graph& graph, Runtime& runtime) {
   for (ir::ValueId input : graph.inputs()) {
     const ir::Value& value = graph.value(input);
-    std::vector<float> floats(static_cast<size_t>(value.type.bytes()) / sizeof(float));
-    for (size_t i = 0; i < floats.size(); ++i) {
-      const int64_t k = static_cast<int64_t>(i) * 7 + input * 13;
-      floats[i] = static_cast<float>(k % 17 - 8) / 8.0f;
+    const size_t count = static_cast<size_t>(*ir::NumElements(value.type.shape));
+    auto pattern = [&](size_t i) { return (static_cast<int64_t>(i) * 7 + input * 13) % 17; };
+    Bytes bytes;
+    if (value.type.dtype == ir::DType::kF32) {
+      std::vector<float> floats(count);
+      for (size_t i = 0; i < count; ++i) {
+        floats[i] = value.kind == ir::ValueKind::kBuffer
+                        ? static_cast<float>(pattern(i) + 1) / 16.0f
+                        : static_cast<float>(pattern(i) - 8) / 8.0f;
+      }
+      bytes = BytesOf(floats);
+    } else if (value.type.dtype == ir::DType::kI64) {
+      std::vector<int64_t> integers(count);
+      for (size_t i = 0; i < count; ++i) integers[i] = pattern(i) % 8;
+      bytes = BytesOf(integers);
+    } else {
+      FAIL() << "no starting values for " << ir::TypeToString(value.type);
     }
-    if (value.name == "rv") {
-      for (float& f : floats) f = std::abs(f) + 0.5f;  // a variance
-    }
-    Bytes bytes(floats.size() * sizeof(float));
-    std::memcpy(bytes.data(), floats.data(), bytes.size());
-    ASSERT_TRUE(runtime.Write(input, bytes).ok());
+    absl::Status written = runtime.Write(input, bytes);
+    ASSERT_TRUE(written.ok()) << StatusMessage(written);
   }
 }
 
@@ -232,7 +256,8 @@ struct Outcome {
 };
 
 Outcome RunSteps(const ir::Graph& graph, const Program& program, int steps,
-                 TestBackend* instrumented = nullptr) {
+                 TestBackend* instrumented = nullptr,
+                 std::initializer_list<std::string_view> capture = {"dw", "dy", "s"}) {
   TestBackend local;
   TestBackend& backend = instrumented != nullptr ? *instrumented : local;
   std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
@@ -241,7 +266,7 @@ Outcome RunSteps(const ir::Graph& graph, const Program& program, int steps,
   for (int step = 0; step < steps; ++step) {
     StepOptions options;
     options.step = static_cast<uint64_t>(step);
-    options.capture = ValuesNamed(graph, {"dw", "dy", "s"});
+    options.capture = ValuesNamed(graph, capture);
     absl::StatusOr<StepResult> result = runtime->RunStep(options);
     EXPECT_TRUE(result.ok()) << StatusMessage(result.status()) << "\n"
                              << program::ProgramToText(program);
@@ -610,6 +635,109 @@ TEST(Runtime, ACopyAfterTheFirstUpdateIsRefused) {
   EXPECT_THAT(StatusMessage(runtime.status()),
               HasSubstr("runs after the first update (compute 'q.new' (sgd_update)"));
 }
+
+// The policies' Programs for real models, under a budget that makes them spill
+// and recompute, train bitwise like keeping everything.
+struct ModelCase {
+  std::string name;
+  models::ModelOptions options;
+};
+
+void PrintTo(const ModelCase& model, std::ostream* os) { *os << model.name; }
+
+class EveryPolicy : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(EveryPolicy, TrainsBitwiseLikeKeepingEverything) {
+  absl::StatusOr<ir::Graph> forward = models::BuildModel(GetParam().name, GetParam().options);
+  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+  const ir::Graph& graph = training->graph;
+
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("v100-16g-nvlink2");
+  ASSERT_TRUE(profile.ok());
+  const analysis::RooflineCostModel cost_model(*profile);
+  auto context = [&](int64_t budget_bytes) {
+    return planner::PlanningContext(
+        graph, cost_model, sim::SimulatorOptions{profile->copy_engines},
+        {.budget_bytes = budget_bytes, .time_limit_s = 10, .max_evaluations = 30});
+  };
+  auto plan = [&](std::string_view policy_name, planner::PlanningContext& planning) {
+    absl::StatusOr<std::unique_ptr<planner::Policy>> policy = planner::MakePolicy(policy_name);
+    SPILLWAY_CHECK(policy.ok(), "every listed policy can be made");
+    absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(**policy, planning);
+    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+    return result.ok() ? *std::move(result) : planner::PlanResult{};
+  };
+
+  planner::PlanningContext unbounded = context(INT64_MAX);
+  const planner::PlanResult none = plan("none", unbounded);
+  ASSERT_TRUE(none.feasible);
+  const std::initializer_list<std::string_view> loss = {};
+  const Outcome expected = RunSteps(graph, none.best.program, 2, nullptr, loss);
+  ASSERT_EQ(expected.results.size(), 2u);
+  // The arena's end is rounded up to the layout's alignment (256 bytes).
+  EXPECT_LE(expected.results[0].arena_high_water, none.best.arena_bytes());
+  EXPECT_GT(expected.results[0].arena_high_water, none.best.arena_bytes() - 256);
+  for (const auto& [name, bytes] : expected.state) EXPECT_FALSE(HasNaN(bytes)) << name;
+
+  // A third of the way from swap's least-memory plan up to the least arena
+  // `none` reaches.
+  planner::PlanningContext probe = context(0);
+  const int64_t need = plan("none", probe).smallest_arena_bytes;
+  absl::StatusOr<planner::Evaluation> all_spilled =
+      probe.Evaluate(planner::SwapPolicy::PlanFor(probe, -1, 0));
+  ASSERT_TRUE(all_spilled.ok()) << StatusMessage(all_spilled.status());
+  const int64_t budget = all_spilled->arena_bytes() + (need - all_spilled->arena_bytes()) / 3;
+  ASSERT_LT(budget, need);
+  int spilling_or_recomputing = 0;
+  for (std::string_view policy : {"swap", "recompute", "hybrid"}) {
+    SCOPED_TRACE(policy);
+    planner::PlanningContext planning = context(budget);
+    const planner::PlanResult result = plan(policy, planning);
+    if (!result.feasible) continue;  // recompute alone may not get there
+    const Program& program = result.best.program;
+    spilling_or_recomputing +=
+        program.host_bytes > 0 || !IndicesOf(program, InstructionKind::kRecompute).empty();
+    const Outcome outcome = RunSteps(graph, program, 2, nullptr, loss);
+    ASSERT_EQ(outcome.results.size(), 2u);
+    EXPECT_EQ(outcome.state, expected.state);
+    for (const StepResult& step : outcome.results) {
+      EXPECT_LE(step.arena_high_water, budget);
+      EXPECT_LE(step.peak_resident_bytes, budget);
+      EXPECT_EQ(step.bytes_to_host, program.host_bytes);
+    }
+  }
+  EXPECT_GT(spilling_or_recomputing, 0);
+}
+
+models::ModelOptions SmallResNet() {
+  models::ModelOptions options;
+  options.batch = 2;
+  options.height = options.width = 64;
+  options.classes = 10;
+  options.base_width = 2;
+  return options;
+}
+
+models::ModelOptions SmallGpt2() {
+  models::ModelOptions options;
+  options.n_layer = 2;
+  options.n_head = 2;
+  options.batch = 4;
+  options.d_model = 16;
+  options.seq_len = 64;
+  options.vocab = 8;
+  return options;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryPolicy,
+                         ::testing::Values(ModelCase{"resnet18", SmallResNet()},
+                                           ModelCase{"gpt2", SmallGpt2()}),
+                         [](const ::testing::TestParamInfo<ModelCase>& param) {
+                           return param.param.name;
+                         });
 
 }  // namespace
 }  // namespace spillway::runtime
