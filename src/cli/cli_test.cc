@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -169,6 +171,81 @@ TEST(Cli, PlanWritesATraceAPlotAndTheProgram) {
   EXPECT_THAT(read(plot), HasSubstr("<svg"));
   EXPECT_THAT(read(plot), HasSubstr("budget"));
   EXPECT_THAT(read(dump), HasSubstr("compute  compute"));
+}
+
+TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
+  const std::string workload =
+      "train --model resnet18 --image 32 --base-width 4 --batch 2 --classes 3 --seed 5 "
+      "--max-evaluations 50 --json";
+  const std::string checkpoint = ::testing::TempDir() + "/spillway_cli_train.ckpt";
+  const CommandResult straight = Spillway(workload + " --steps 3");
+  ASSERT_EQ(straight.exit_code, 0) << straight.out;
+  const CommandResult first = Spillway(workload + " --steps 2 --save " + checkpoint);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  const CommandResult resumed = Spillway(workload + " --steps 1 --resume " + checkpoint);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  // --json sends progress to stderr, which Spillway() merges: the JSON is
+  // the output's last object.
+  const auto summary = [](const std::string& out) {
+    return nlohmann::json::parse(out.substr(out.find("{\n")));
+  };
+  const nlohmann::json json = summary(straight.out);
+  for (const char* key : {"model",
+                          "workload",
+                          "optimizer",
+                          "lr",
+                          "policy",
+                          "hardware",
+                          "backend",
+                          "threads",
+                          "data",
+                          "seed",
+                          "first_step",
+                          "last_step",
+                          "losses",
+                          "initial_loss",
+                          "final_loss",
+                          "checksum",
+                          "budget_bytes",
+                          "arena_bytes",
+                          "arena_high_water_bytes",
+                          "peak_host_bytes",
+                          "bytes_to_host_per_step",
+                          "bytes_to_device_per_step",
+                          "spilled_tensors",
+                          "recomputed_tensors",
+                          "mean_step_s",
+                          "mean_recompute_s",
+                          "samples_per_s",
+                          "planning_s",
+                          "resumed_from",
+                          "checkpoint"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  EXPECT_EQ(json["losses"].size(), 3u);
+  EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), json["budget_bytes"].get<int64_t>());
+  const nlohmann::json after = summary(resumed.out);
+  EXPECT_EQ(after["first_step"], 3);
+  EXPECT_EQ(after["resumed_from"], checkpoint);
+  EXPECT_EQ(after["checksum"], json["checksum"]);
+  EXPECT_EQ(after["final_loss"], json["final_loss"]);
+}
+
+TEST(Cli, TrainErrorsAreOneLine) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"train --model resnet18 --image 32 --save-every 5", "--save-every needs --save"},
+           {"train --model resnet18 --image 32 --resume /nonexistent/run.ckpt",
+            "cannot open checkpoint '/nonexistent/run.ckpt'"},
+           {"train --model resnet18 --image 32 --budget 1MiB --policy swap",
+            "the smallest arena it reaches is"},
+           {"train --model gpt2 --layers 1 --d-model 16 --heads 2 --seq-len 8 --vocab 16 --data "
+            "/nonexistent",
+            "'/nonexistent' is not a directory"}}) {
+    const CommandResult run = Spillway(args);
+    EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.out;
+    EXPECT_THAT(run.out, HasSubstr(message)) << args;
+    EXPECT_EQ(CountLines(run.out), 1) << run.out;
+  }
 }
 
 struct BadInput {

@@ -17,5 +17,6 @@ CommandRunner AddInspectCommand(CLI::App& app);
 CommandRunner AddHardwareCommand(CLI::App& app);
 CommandRunner AddPlanCommand(CLI::App& app);
 CommandRunner AddCompareCommand(CLI::App& app);
+CommandRunner AddTrainCommand(CLI::App& app);
 
 }  // namespace spillway::cli

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   std::vector<spillway::cli::CommandRunner> commands = {
       spillway::cli::AddModelsCommand(app),   spillway::cli::AddInspectCommand(app),
       spillway::cli::AddHardwareCommand(app), spillway::cli::AddPlanCommand(app),
-      spillway::cli::AddCompareCommand(app),
+      spillway::cli::AddCompareCommand(app),  spillway::cli::AddTrainCommand(app),
   };
   try {
     app.parse(argc, argv);

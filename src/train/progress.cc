@@ -29,9 +29,13 @@ std::string Progress::Line(const StepReport& report) const {
   const double rate = seconds_ > 0 ? static_cast<double>(samples_) / seconds_ : 0;
   const double eta = static_cast<double>(report.last_step - report.step) * seconds_ /
                      static_cast<double>(steps_seen_);
+  double mean_loss = 0;
+  for (double loss : recent_losses_) mean_loss += loss;
+  mean_loss /= static_cast<double>(recent_losses_.size());
   return fmt::format(
-      "step {}/{}  loss {:.4f}  {:.1f} {}/s  arena {}  spilled {}/step  recompute {:.2f}s  eta {}",
-      report.step, report.last_step, report.loss, rate, sample_unit_,
+      "step {}/{}  loss {:.4f} (mean {:.4f})  {:.1f} {}/s  arena {}  spilled {}/step  recompute "
+      "{:.2f}s  eta {}",
+      report.step, report.last_step, report.loss, mean_loss, rate, sample_unit_,
       FormatBytes(report.arena_high_water), FormatBytes(report.bytes_to_host), recompute_seconds_,
       FormatDuration(eta));
 }
@@ -41,6 +45,8 @@ void Progress::Update(const StepReport& report) {
   seconds_ += report.seconds;
   samples_ += report.samples;
   recompute_seconds_ += report.recompute_seconds;
+  recent_losses_.push_back(report.loss);
+  if (static_cast<int64_t>(recent_losses_.size()) > log_every_) recent_losses_.pop_front();
   if (mode_ == Mode::kTerminal) {
     // \r returns to the start of the line, ESC[K clears what a longer
     // previous line left.

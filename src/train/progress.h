@@ -1,9 +1,12 @@
 // Progress of a training run, as it goes. On a terminal: one line redrawn in
 // place after every step. Otherwise (a file, a pipe, a CI log): a plain line
-// every `log_every` steps and at the last step.
+// at the first step, every `log_every` steps and at the last. Each line shows
+// the step's loss and, since one batch's loss is noisy, its mean over the
+// last `log_every` steps.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <ostream>
 #include <string>
 
@@ -27,6 +30,11 @@ class Progress {
 
   // `sample_unit` names a sample in the rate: "img" or "seq".
   Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit);
+  // Finishes the line, so that an error reported after a failed step starts
+  // on a line of its own.
+  ~Progress() { Finish(); }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
 
   void Update(const StepReport& report);
   // Ends the redrawn line on a terminal.
@@ -43,6 +51,7 @@ class Progress {
   double seconds_ = 0;
   int64_t samples_ = 0;
   double recompute_seconds_ = 0;
+  std::deque<double> recent_losses_;  // the last log_every_
   bool line_open_ = false;
 };
 

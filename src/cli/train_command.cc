@@ -1,0 +1,285 @@
+// `spillway train`: plan a workload for a budget and train it for real on the
+// CPU backend, with checkpoints, progress and a summary.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "analysis/hardware.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
+#include "cli/commands.h"
+#include "cli/workload_flags.h"
+#include "fmt/format.h"
+#include "fmt/ostream.h"
+#include "nlohmann/json.hpp"
+#include "planner/planner.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+#include "train/trainer.h"
+
+namespace spillway::cli {
+namespace {
+
+struct TrainFlags {
+  WorkloadFlags workload;
+  std::string hardware = "cpu";
+  std::string budget;
+  std::string policy = "hybrid";
+  int64_t steps = 20;
+  std::string optimizer = "sgd";
+  std::optional<double> lr;
+  double momentum = 0.9;
+  double weight_decay = 0;
+  std::string data = "synthetic";
+  std::string save;
+  int64_t save_every = 0;
+  std::string resume;
+  std::string backend = "cpu";
+  int threads = 2;
+  double time_limit_s = 1.5;
+  int max_evaluations = 0;
+  int64_t log_every = 10;
+  bool json = false;
+};
+
+constexpr double kDefaultSgdLr = 0.01;
+constexpr double kDefaultAdamLr = 1e-3;
+
+void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
+  AddWorkloadFlags(command, flags.workload);
+  command.add_option("--budget", flags.budget,
+                     "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
+                     "the profile's memory (60%); default: the profile's memory less its reserve");
+  command.add_option("--policy", flags.policy, "none, swap, recompute, hybrid-seed or hybrid")
+      ->check(CLI::IsMember(planner::PolicyNames()))
+      ->capture_default_str();
+  command.add_option("--steps", flags.steps, "Training steps to run (after the resumed ones)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_option("--optimizer", flags.optimizer, "sgd (with momentum) or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  command
+      .add_option("--lr", flags.lr,
+                  fmt::format("Learning rate (default {} for sgd, {} for adamw)", kDefaultSgdLr,
+                              kDefaultAdamLr))
+      ->check(CLI::PositiveNumber);
+  command.add_option("--momentum", flags.momentum, "SGD momentum (0: plain SGD)")
+      ->check(CLI::Range(0.0, 0.999999))
+      ->capture_default_str();
+  command
+      .add_option("--weight-decay", flags.weight_decay,
+                  "Weight decay: L2 for sgd, decoupled for adamw")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--data", flags.data,
+                  "'synthetic' (learnable, generated from --seed) or a directory of images: "
+                  "DIR/<class>/*.png|jpg for classifiers, DIR/images + DIR/masks for "
+                  "segmentation (docs/training.md)")
+      ->capture_default_str();
+  command.add_option("--save", flags.save,
+                     "Write a checkpoint here after the last step (and every --save-every steps)");
+  command
+      .add_option("--save-every", flags.save_every, "Also save every K steps (0: only at the end)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--resume", flags.resume,
+                     "Continue from a checkpoint of the same model, optimizer and --seed");
+  command
+      .add_option("--backend", flags.backend, "cpu (oneDNN, OpenBLAS) or reference (slow, plain)")
+      ->check(CLI::IsMember({"cpu", "reference"}))
+      ->capture_default_str();
+  command
+      .add_option("--threads", flags.threads,
+                  "Threads per kernel on the cpu backend; results are bitwise reproducible for a "
+                  "given count")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--hardware", flags.hardware,
+                  "Hardware profile the planner costs the step with: a preset (see `spillway "
+                  "hardware`) or a JSON file")
+      ->capture_default_str();
+  command
+      .add_option("--time-limit", flags.time_limit_s,
+                  "Seconds the hybrid planner may spend refining its plan")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--max-evaluations", flags.max_evaluations,
+                  "Stop the hybrid planner after this many candidate Programs as well (0: no "
+                  "limit); the plan is then the same on every machine")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--log-every", flags.log_every,
+                  "When output is not a terminal, print a progress line every K steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command.add_flag("--json", flags.json,
+                   "Print the summary as JSON on stdout (progress goes to stderr); keys in "
+                   "docs/training.md");
+}
+
+absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainFlags& flags) {
+  train::TrainerOptions options;
+  autodiff::OptimizerOptions& optimizer = options.optimizer;
+  if (flags.optimizer == "adamw") {
+    optimizer.kind = autodiff::OptimizerKind::kAdam;
+    optimizer.decoupled = true;
+    optimizer.lr = flags.lr.value_or(kDefaultAdamLr);
+  } else {
+    optimizer.kind = autodiff::OptimizerKind::kSgd;
+    optimizer.momentum = flags.momentum;
+    optimizer.lr = flags.lr.value_or(kDefaultSgdLr);
+  }
+  optimizer.weight_decay = flags.weight_decay;
+  options.policy = flags.policy;
+  ASSIGN_OR_RETURN(options.hardware, analysis::LoadHardwareProfile(flags.hardware));
+  ASSIGN_OR_RETURN(options.budget_bytes, planner::ParseBudget(flags.budget, options.hardware));
+  options.plan_time_limit_s = flags.time_limit_s;
+  options.plan_max_evaluations = flags.max_evaluations;
+  options.data.source = flags.data;
+  // One seed for dropout (the model's), initialization and data.
+  options.data.seed = static_cast<uint64_t>(flags.workload.options.seed);
+  return options;
+}
+
+std::unique_ptr<backends::Backend> MakeBackend(const TrainFlags& flags) {
+  if (flags.backend == "reference")
+    return std::make_unique<backends::reference::ReferenceBackend>();
+  return std::make_unique<backends::cpu::CpuBackend>(
+      backends::cpu::CpuBackendOptions{.threads = flags.threads});
+}
+
+std::string DescribeOptimizer(const train::TrainerOptions& options) {
+  const autodiff::OptimizerOptions& o = options.optimizer;
+  std::string text = o.kind == autodiff::OptimizerKind::kAdam
+                         ? fmt::format("adamw, lr {:g}", o.lr)
+                         : fmt::format("sgd, lr {:g}, momentum {:g}", o.lr, o.momentum);
+  if (o.weight_decay > 0) text += fmt::format(", weight decay {:g}", o.weight_decay);
+  return text;
+}
+
+nlohmann::json SummaryToJson(const TrainFlags& flags, const train::TrainerOptions& options,
+                             train::Trainer& trainer, const train::TrainingSummary& summary) {
+  const program::Plan& plan = trainer.plan().best.plan;
+  nlohmann::json json = {
+      {"model", flags.workload.model},
+      {"workload", DescribeWorkload(flags.workload)},
+      {"optimizer", flags.optimizer},
+      {"lr", options.optimizer.lr},
+      {"policy", summary.policy},
+      {"hardware", options.hardware.name},
+      {"backend", flags.backend},
+      {"threads", flags.threads},
+      {"data", trainer.data().Describe()},
+      {"seed", options.data.seed},
+      {"first_step", summary.first_step},
+      {"last_step", summary.last_step},
+      {"losses", summary.losses},
+      {"initial_loss", summary.losses.front()},
+      {"final_loss", summary.losses.back()},
+      {"checksum", summary.checksum},
+      {"budget_bytes", summary.budget_bytes},
+      {"arena_bytes", summary.arena_bytes},
+      {"arena_high_water_bytes", summary.arena_high_water_bytes},
+      {"peak_host_bytes", summary.peak_host_bytes},
+      {"bytes_to_host_per_step", summary.bytes_to_host_per_step},
+      {"bytes_to_device_per_step", summary.bytes_to_device_per_step},
+      {"spilled_tensors", plan.Count(program::Decision::kSpill)},
+      {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
+      {"mean_step_s", summary.mean_step_s},
+      {"mean_recompute_s", summary.mean_recompute_s},
+      {"samples_per_s", summary.samples_per_s},
+      {"planning_s", summary.planning_s},
+      {"resumed_from",
+       flags.resume.empty() ? nlohmann::json(nullptr) : nlohmann::json(flags.resume)},
+      {"checkpoint", flags.save.empty() ? nlohmann::json(nullptr) : nlohmann::json(flags.save)},
+  };
+  return json;
+}
+
+void PrintHeader(std::ostream& out, const TrainFlags& flags, const train::TrainerOptions& options,
+                 train::Trainer& trainer) {
+  const planner::PlanResult& plan = trainer.plan();
+  fmt::print(out, "Workload     {} ({})\n", DescribeWorkload(flags.workload),
+             DescribeOptimizer(options));
+  fmt::print(out,
+             "Plan         {} on {}: arena {} of a {} budget, {} tensors spilled, {} recomputed "
+             "(planned in {:.2f} s)\n",
+             plan.policy, options.hardware.name, FormatBytes(plan.best.arena_bytes()),
+             FormatBytes(options.budget_bytes), plan.best.plan.Count(program::Decision::kSpill),
+             plan.best.plan.Count(program::Decision::kRecompute), plan.planning_s);
+  fmt::print(out, "Backend      {}{}\n", flags.backend,
+             flags.backend == "cpu" ? fmt::format(", {} threads", flags.threads) : "");
+  fmt::print(out, "Data         {}\n", trainer.data().Describe());
+  if (!flags.resume.empty()) {
+    fmt::print(out, "Resumed      from {} after step {}\n", flags.resume, trainer.steps_done());
+  }
+}
+
+void PrintSummary(std::ostream& out, const TrainFlags& flags, const train::Trainer& trainer,
+                  const train::TrainingSummary& summary) {
+  const std::string unit = trainer.task().task == train::Task::kLanguageModel ? "seq" : "img";
+  fmt::print(out, "Loss         {:.4f} at step {} -> {:.4f} at step {}\n", summary.losses.front(),
+             summary.first_step, summary.losses.back(), summary.last_step);
+  fmt::print(out, "Memory       arena high-water {} (planned arena {}, budget {}); host pool {}\n",
+             FormatBytes(summary.arena_high_water_bytes), FormatBytes(summary.arena_bytes),
+             FormatBytes(summary.budget_bytes), FormatBytes(summary.peak_host_bytes));
+  fmt::print(out, "Transfers    {} to host, {} back per step\n",
+             FormatBytes(summary.bytes_to_host_per_step),
+             FormatBytes(summary.bytes_to_device_per_step));
+  fmt::print(out, "Time         {:.3f} s per step, {:.3f} s of it recomputing; {:.1f} {}/s\n",
+             summary.mean_step_s, summary.mean_recompute_s, summary.samples_per_s, unit);
+  fmt::print(out, "Checksum     {}\n", summary.checksum);
+  if (!flags.save.empty())
+    fmt::print(out, "Checkpoint   {} (step {})\n", flags.save, summary.last_step);
+}
+
+}  // namespace
+
+CommandRunner AddTrainCommand(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "train",
+      "Train a workload for real on the CPU under a memory budget, as the chosen policy plans it");
+  auto flags = std::make_shared<TrainFlags>();
+  AddTrainFlags(*command, *flags);
+  return [command, flags](std::ostream& out) -> absl::Status {
+    if (!command->parsed()) return absl::OkStatus();
+    if (flags->save_every > 0 && flags->save.empty()) {
+      return absl::InvalidArgumentError("--save-every needs --save PATH");
+    }
+    ASSIGN_OR_RETURN(const train::TrainerOptions options, MakeTrainerOptions(*flags));
+    ASSIGN_OR_RETURN(const ir::Graph forward, BuildWorkload(flags->workload));
+    const std::unique_ptr<backends::Backend> backend = MakeBackend(*flags);
+    ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
+                     train::Trainer::Create(forward, options, *backend));
+    if (!flags->resume.empty()) RETURN_IF_ERROR(trainer->Resume(flags->resume));
+
+    // With --json, stdout holds only the JSON: progress goes to stderr.
+    std::ostream& log = flags->json ? std::cerr : out;
+    const int log_fd = flags->json ? STDERR_FILENO : STDOUT_FILENO;
+    if (!flags->json) PrintHeader(out, *flags, options, *trainer);
+    train::Progress progress(
+        log, isatty(log_fd) != 0 ? train::Progress::Mode::kTerminal : train::Progress::Mode::kPlain,
+        flags->log_every, trainer->task().task == train::Task::kLanguageModel ? "seq" : "img");
+    train::RunOptions run;
+    run.steps = flags->steps;
+    run.save_path = flags->save;
+    run.save_every = flags->save_every;
+    run.progress = &progress;
+    ASSIGN_OR_RETURN(const train::TrainingSummary summary, trainer->Run(run));
+    if (flags->json) {
+      out << SummaryToJson(*flags, options, *trainer, summary).dump(2) << "\n";
+    } else {
+      PrintSummary(out, *flags, *trainer, summary);
+    }
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace spillway::cli
