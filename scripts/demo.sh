@@ -16,3 +16,15 @@ echo "== spillway inspect --model resnet50 --image 8000 --batch 1"
 echo
 echo "== spillway compare --model resnet50 --image 8000 --batch 1 --hardware v100-16g-nvlink2 $*"
 "$bin" compare --model resnet50 --image 8000 --batch 1 --hardware v100-16g-nvlink2 "$@"
+
+# A real run on this machine's CPU: a small ResNet-18 trained on synthetic
+# images under a budget well below the arena `none` needs (9.6 MiB): the
+# hybrid plan spills to fit in 7 MiB and the loss falls all the same.
+train_workload=(--model resnet18 --image 128 --base-width 8 --batch 8 --classes 4)
+echo
+echo "== spillway plan ${train_workload[*]} --hardware cpu --policy none"
+"$bin" plan "${train_workload[@]}" --hardware cpu --policy none
+echo
+echo "== spillway train ${train_workload[*]} --budget 7MiB --policy hybrid --steps 30"
+"$bin" train "${train_workload[@]}" --budget 7MiB --policy hybrid --steps 30 --log-every 5 \
+  --max-evaluations 200

@@ -49,6 +49,9 @@ constexpr double kDefaultAdamLr = 1e-3;
 
 void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   AddWorkloadFlags(command, flags.workload);
+  command.get_option("--seed")->description(
+      "Seed of the parameters' initialization, the synthetic data, the shuffling of a data "
+      "directory and the dropout masks");
   command.add_option("--budget", flags.budget,
                      "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
                      "the profile's memory (60%); default: the profile's memory less its reserve");
@@ -164,10 +167,11 @@ std::string DescribeOptimizer(const train::TrainerOptions& options) {
   return text;
 }
 
-nlohmann::json SummaryToJson(const TrainFlags& flags, const train::TrainerOptions& options,
-                             train::Trainer& trainer, const train::TrainingSummary& summary) {
+nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::TrainerOptions& options,
+                                     train::Trainer& trainer,
+                                     const train::TrainingSummary& summary) {
   const program::Plan& plan = trainer.plan().best.plan;
-  nlohmann::json json = {
+  nlohmann::ordered_json json = {
       {"model", flags.workload.model},
       {"workload", DescribeWorkload(flags.workload)},
       {"optimizer", flags.optimizer},
@@ -196,9 +200,10 @@ nlohmann::json SummaryToJson(const TrainFlags& flags, const train::TrainerOption
       {"mean_recompute_s", summary.mean_recompute_s},
       {"samples_per_s", summary.samples_per_s},
       {"planning_s", summary.planning_s},
-      {"resumed_from",
-       flags.resume.empty() ? nlohmann::json(nullptr) : nlohmann::json(flags.resume)},
-      {"checkpoint", flags.save.empty() ? nlohmann::json(nullptr) : nlohmann::json(flags.save)},
+      {"resumed_from", flags.resume.empty() ? nlohmann::ordered_json(nullptr)
+                                            : nlohmann::ordered_json(flags.resume)},
+      {"checkpoint",
+       flags.save.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(flags.save)},
   };
   return json;
 }

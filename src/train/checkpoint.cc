@@ -215,7 +215,8 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     return absl::InvalidArgumentError(
         fmt::format("'{}' is not a Spillway checkpoint (it does not start with {})", path, kMagic));
   }
-  Reader reader(bytes.subspan(kMagic.size()), path);
+  Reader reader(bytes, path);
+  RETURN_IF_ERROR(reader.GetBytes(kMagic.size(), "the magic").status());
   ASSIGN_OR_RETURN(const uint32_t version, reader.Get<uint32_t>("the version"));
   if (version != kCheckpointVersion) {
     return absl::InvalidArgumentError(
@@ -259,14 +260,13 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
     tensor.bytes.assign(data.begin(), data.end());
     checkpoint.tensors.push_back(std::move(tensor));
   }
-  const size_t body = kMagic.size() + reader.position();
+  const size_t body = reader.position();
   ASSIGN_OR_RETURN(const uint64_t checksum, reader.Get<uint64_t>("the checksum"));
   if (checksum != Fnv1a(bytes.first(body))) {
     return corrupt("the checksum does not match its contents");
   }
-  if (kMagic.size() + reader.position() != bytes.size()) {
-    return corrupt(fmt::format("{} bytes follow the checksum",
-                               bytes.size() - kMagic.size() - reader.position()));
+  if (reader.position() != bytes.size()) {
+    return corrupt(fmt::format("{} bytes follow the checksum", bytes.size() - reader.position()));
   }
   return checkpoint;
 }

@@ -77,7 +77,8 @@ absl::StatusOr<Image> ReadPngImage(const std::string& path, int64_t channels) {
   // compositing any alpha channel onto black.
   png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   image.pixels.resize(PNG_IMAGE_SIZE(png));
-  if (png_image_finish_read(&png, nullptr, image.pixels.data(), 0, nullptr) == 0) {
+  const png_color black = {0, 0, 0};
+  if (png_image_finish_read(&png, &black, image.pixels.data(), 0, nullptr) == 0) {
     return absl::InvalidArgumentError(fmt::format("cannot read PNG '{}': {}", path, png.message));
   }
   return image;

@@ -431,8 +431,7 @@ TEST(Checkpoint, CorruptFilesAreClearErrors) {
   // Truncated anywhere: in the header, in a tensor, in the checksum.
   for (size_t size : {size_t{20}, bytes.size() / 2, bytes.size() - 3}) {
     EXPECT_THAT(error({bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(size)}),
-                HasSubstr("truncated"))
-        << "at " << size << " bytes";
+                HasSubstr("is truncated or corrupt: it ends at byte " + std::to_string(size)));
   }
   // One flipped bit in a parameter's bytes.
   std::vector<char> flipped = bytes;
