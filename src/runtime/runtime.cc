@@ -204,6 +204,8 @@ class Runtime::Impl {
   std::array<std::vector<size_t>, program::kNumStreams> stream_instructions_;
   std::vector<std::vector<TensorRef>> kernel_inputs_;   // per compute instruction
   std::vector<std::vector<TensorRef>> kernel_outputs_;  // per compute instruction
+  // FaultInjection counts copies and host allocations in Program order, which
+  // is the same every step whatever order the streams run them in.
   std::vector<int64_t> copy_ordinal_;        // per copy: its rank among the Program's copies
   std::vector<int64_t> host_alloc_ordinal_;  // per spill that first writes its host buffer
   std::vector<std::vector<BufferId>> host_release_after_;  // host buffers read last here

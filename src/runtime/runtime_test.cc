@@ -50,7 +50,7 @@ size_t StreamIndex(Stream stream) { return static_cast<size_t>(stream); }
 // - each stream logs when each of its kernels and copies starts and ends, on
 //   one clock, to check the Program's events against what ran;
 // - optionally, kernels and copies sleep a few pseudo-random microseconds, to
-//   shake the streams' interleaving;
+//   shake the streams' interleaving, or one stream is slow;
 // - a kernel of a named node can be made to fail.
 class TestBackend final : public backends::Backend {
  public:
@@ -60,6 +60,7 @@ class TestBackend final : public backends::Backend {
   };
 
   void set_jitter_us(int max_us) { jitter_us_ = max_us; }
+  void set_delay_us(Stream stream, int us) { delay_us_[StreamIndex(stream)] = us; }
   void FailKernelOf(std::string node) { failing_node_ = std::move(node); }
   int host_allocations() const { return host_allocations_; }
   // Per stream, the kernels or copies of the last step, in the order they ran.
@@ -106,6 +107,7 @@ class TestBackend final : public backends::Backend {
   template <typename Work>
   absl::Status Logged(Stream stream, Work work) {
     const size_t s = StreamIndex(stream);
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us_[s]));
     if (jitter_us_ > 0) {
       std::uniform_int_distribution<int> sleep(0, jitter_us_);
       std::this_thread::sleep_for(std::chrono::microseconds(sleep(random_[s])));
@@ -120,6 +122,7 @@ class TestBackend final : public backends::Backend {
 
   backends::reference::ReferenceBackend reference_;
   int jitter_us_ = 0;
+  std::array<int, program::kNumStreams> delay_us_{};
   std::string failing_node_;
   int host_allocations_ = 0;  // only the d2h stream allocates host memory
   std::atomic<int64_t> clock_{0};
@@ -430,11 +433,25 @@ TEST(Runtime, StreamsWaitForTheEventsOfOthers) {
   }
   EXPECT_TRUE(fetch_waits_for_compute) << program::ProgramToText(program);
   const Outcome expected = RunSteps(graph, program, 1);
-  for (int jitter_us : {0, 200}) {
+  // A slow stream makes the others wait on it: a slow d2h stream leaves the
+  // frees of spilled buffers pending when the compute stream reaches them.
+  struct Timing {
+    int jitter_us = 0;
+    Stream slow = Stream::kCompute;
+    int delay_us = 0;
+  };
+  for (const Timing& timing :
+       {Timing{}, Timing{.jitter_us = 200}, Timing{.slow = Stream::kDeviceToHost, .delay_us = 2000},
+        Timing{.slow = Stream::kHostToDevice, .delay_us = 2000},
+        Timing{.slow = Stream::kCompute, .delay_us = 500}}) {
+    SCOPED_TRACE(fmt::format("jitter {} us, {} stream {} us slower", timing.jitter_us,
+                             program::StreamName(timing.slow), timing.delay_us));
     TestBackend backend;
-    backend.set_jitter_us(jitter_us);
+    backend.set_jitter_us(timing.jitter_us);
+    backend.set_delay_us(timing.slow, timing.delay_us);
     const Outcome outcome = RunSteps(graph, program, 1, &backend);
     EXPECT_EQ(outcome.state, expected.state);
+    EXPECT_EQ(outcome.captured, expected.captured);
     ExpectEventsHonoured(program, backend);
   }
 }
