@@ -7,9 +7,13 @@
 //   arena size; every device buffer lives at its planned offset. Nothing else
 //   is allocated on the device, so a Program whose arena fits the budget
 //   cannot exceed it. The high-water mark (the end of the highest device
-//   buffer resident at any time) is measured while the step runs.
-// - Host buffers (spilled tensors) come from a host pool when their alloc
-//   instruction runs, and go back to it when they are freed.
+//   buffer resident at any time) is measured while the step runs; over a
+//   whole step it reaches the highest byte of the layout, which proves the
+//   placement. What depends on timing is the peak of resident bytes.
+// - Host buffers (spilled tensors) have no alloc or free instructions: a
+//   block of the host pool is taken when the spill that fills it runs, and
+//   given back after the last fetch that reads it. Blocks are reused from
+//   step to step.
 // - A step is transactional. Parameters and optimizer state are written only
 //   by the update nodes, which run after every copy of the step has finished
 //   (the runtime checks the Program allows it when it is created); before the
