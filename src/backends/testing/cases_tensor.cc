@@ -148,9 +148,7 @@ void AddUpdateCases(std::vector<OpTestCase>& cases) {
                                  {F32({5}), F32({5}), F32({5})},
                                  {{"lr", 0.05}, {"momentum", 0.8}, {"nesterov", true}}));
   // Adam's second moment v must not be negative: every float is drawn from
-  // [0, 1]. The step must be at least 1, but the harness draws integers from
-  // [0, int_limit): at its default seed these cases draw a step of 1 or more
-  // (a step of 0 is an error, so they would fail otherwise).
+  // [0, 1]. The step counts updates from 1.
   for (const bool decoupled : {true, false}) {
     OpTestCase adam =
         NoGradientCase(decoupled ? "adam_update/adamw" : "adam_update/l2", OpKind::kAdamUpdate,
@@ -158,6 +156,7 @@ void AddUpdateCases(std::vector<OpTestCase>& cases) {
                        {{"lr", 1e-2}, {"weight_decay", 0.1}, {"decoupled", decoupled}});
     adam.low = 0.0;
     adam.high = 1.0;
+    adam.int_low = 1;
     adam.int_limit = 5;
     cases.push_back(std::move(adam));
   }

@@ -228,7 +228,7 @@ std::string ElementName(const ir::Shape& shape, int64_t i) {
 }
 
 // Random contents for every graph input, the same for float and double runs:
-// floats uniform in [low, high], integers in [0, int_limit), upstream
+// floats uniform in [low, high], integers in [int_low, int_limit), upstream
 // gradients w_k in [-1, 1], drawn in input order.
 using Draw = std::vector<std::vector<double>>;  // indexed by ValueId; empty for non-inputs
 
@@ -245,7 +245,8 @@ Draw DrawInputs(const OpTestCase& test_case, const CaseGraph& built, uint64_t se
         built.output_grads.end();
     for (double& value : values) {
       if (!ir::IsFloating(type.dtype)) {
-        value = static_cast<double>(random.Below(test_case.int_limit));
+        value = static_cast<double>(test_case.int_low +
+                                    random.Below(test_case.int_limit - test_case.int_low));
       } else if (is_upstream_gradient) {
         value = random.Uniform(-1.0, 1.0);
       } else {

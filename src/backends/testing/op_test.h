@@ -34,9 +34,10 @@ struct OpTestCase {
   std::vector<ir::TensorType> inputs;
   ir::AttrMap attrs{};
   // Float inputs are drawn uniformly from [low, high]; integer inputs (labels,
-  // indices, Adam's step) uniformly from [0, int_limit).
+  // indices, Adam's step) uniformly from [int_low, int_limit).
   double low = -1.0;
   double high = 1.0;
+  int64_t int_low = 0;
   int64_t int_limit = 1;
   // Inputs the gradient check leaves out (running statistics); integer inputs
   // are always left out.
