@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <span>
 #include <system_error>
 #include <utility>
 
@@ -269,8 +268,8 @@ class ImageDirectory final : public DataSource {
     const auto count = static_cast<int64_t>(examples_.size());
     for (int64_t n = 0; n < task_.batch; ++n) {
       const int64_t sample = step * task_.batch + n;
-      const Example& example = examples_[static_cast<size_t>(
-          Order(sample / count)[static_cast<size_t>(sample % count)])];
+      const Example& example =
+          examples_[Order(sample / count)[static_cast<size_t>(sample % count)]];
       RETURN_IF_ERROR(LoadImage(example.image, n, images));
       if (task_.task == Task::kClassification) {
         PutLabel(labels, labels_type_.dtype, n, example.label);
@@ -287,10 +286,10 @@ class ImageDirectory final : public DataSource {
  private:
   // The order of the examples in one epoch: a Fisher-Yates shuffle keyed by
   // the seed and the epoch.
-  const std::vector<int64_t>& Order(int64_t epoch) {
+  const std::vector<size_t>& Order(int64_t epoch) {
     if (epoch != order_epoch_) {
       order_.resize(examples_.size());
-      for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+      for (size_t i = 0; i < order_.size(); ++i) order_[i] = i;
       const RandomStream shuffle(StreamKey(seed_, {kShuffle, static_cast<uint64_t>(epoch)}));
       for (size_t i = order_.size(); i > 1; --i) {
         std::swap(order_[i - 1], order_[shuffle.Below(i, i)]);
@@ -354,7 +353,7 @@ class ImageDirectory final : public DataSource {
   ir::TensorType images_type_;
   ir::TensorType labels_type_;
   int64_t order_epoch_ = -1;
-  std::vector<int64_t> order_;
+  std::vector<size_t> order_;  // of the examples in epoch order_epoch_
 };
 
 // DIR/<class>/*.png|jpg, classes in name order.

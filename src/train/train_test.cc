@@ -561,6 +561,9 @@ TEST(Progress, TerminalModeRedrawsOneLine) {
 }
 
 // ---- Training runs ----
+//
+// One thread per kernel: the runs are small, and OpenMP's barriers crawl when
+// the machine is busy with other work.
 
 TrainerOptions CpuOptions(int64_t budget_bytes, const std::string& policy = "hybrid") {
   TrainerOptions options;
@@ -568,7 +571,7 @@ TrainerOptions CpuOptions(int64_t budget_bytes, const std::string& policy = "hyb
   options.budget_bytes = budget_bytes;
   options.hardware = *analysis::LoadHardwareProfile("cpu");
   options.plan_max_evaluations = 200;
-  options.optimizer.lr = 0.05;
+  options.optimizer.lr = 0.01;
   return options;
 }
 
@@ -606,28 +609,30 @@ TEST(Trainer, LossFallsOnSyntheticImagesUnderABudget) {
   model.batch = 8;
   model.base_width = 4;
   const ir::Graph forward = Model("resnet18", model);
-  backends::cpu::CpuBackend backend({.threads = 2});
+  backends::cpu::CpuBackend backend({.threads = 1});
   TrainerOptions options = CpuOptions(0);
   const int64_t none_arena = NoneArena(forward, options, backend);
   options.budget_bytes = none_arena * 17 / 20;
   auto trainer = Trainer::Create(forward, options, backend);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  absl::StatusOr<TrainingSummary> summary = (*trainer)->Run(Steps(30));
+  absl::StatusOr<TrainingSummary> summary = (*trainer)->Run(Steps(40));
   ASSERT_TRUE(summary.ok()) << summary.status();
-  ASSERT_EQ(summary->losses.size(), 30u);
-  // ln(4) = 1.39 at chance.
-  EXPECT_LT(Mean(summary->losses, 25, 30), 0.7 * Mean(summary->losses, 0, 5));
+  ASSERT_EQ(summary->losses.size(), 40u);
+  // ln(4) = 1.39 at chance; one batch's loss is noisy, so compare means (about
+  // 1.5 over the first five steps and 0.3 over the last ten, with 1 or 2
+  // threads).
+  EXPECT_LT(Mean(summary->losses, 30, 40), 0.5 * Mean(summary->losses, 0, 5));
   EXPECT_LE(summary->arena_high_water_bytes, summary->arena_bytes);
   EXPECT_LE(summary->arena_bytes, options.budget_bytes);
   EXPECT_GT(summary->bytes_to_host_per_step + summary->mean_recompute_s, 0)
       << "under the budget the plan must spill or recompute";
   EXPECT_EQ(summary->first_step, 1);
-  EXPECT_EQ(summary->last_step, 30);
+  EXPECT_EQ(summary->last_step, 40);
 }
 
 TEST(Trainer, LossFallsOnSyntheticTokensWithAdam) {
   const ir::Graph forward = Model("gpt2", TinyGpt2());
-  backends::cpu::CpuBackend backend({.threads = 2});
+  backends::cpu::CpuBackend backend({.threads = 1});
   TrainerOptions options = CpuOptions(int64_t{1} << 30);
   options.optimizer.kind = autodiff::OptimizerKind::kAdam;
   options.optimizer.lr = 0.01;
@@ -641,7 +646,7 @@ TEST(Trainer, LossFallsOnSyntheticTokensWithAdam) {
 
 TEST(Trainer, ResumingContinuesBitwiseAsIfNeverStopped) {
   const ir::Graph forward = Model("resnet18", TinyResNet());
-  backends::cpu::CpuBackend backend({.threads = 2});
+  backends::cpu::CpuBackend backend({.threads = 1});
   TrainerOptions options = CpuOptions(int64_t{1} << 30);
   options.optimizer.kind = autodiff::OptimizerKind::kAdam;
   options.optimizer.lr = 1e-3;
