@@ -3,12 +3,19 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string_view>
 
 #include "backends/cpu/direct_kernels.h"
 #include "backends/cpu/onednn_kernels.h"
 #include "backends/host_memory.h"
 #include "backends/reference/reference_kernels.h"
+#include "ir/op_kind.h"
 #include "support/status_macros.h"
 
 namespace spillway::backends::cpu {
@@ -37,8 +44,55 @@ class CpuBackend::Kernels {
   OneDnnKernels onednn_;
 };
 
+// Kernel calls and seconds per op kind, printed largest first.
+class CpuBackend::Profile {
+ public:
+  void Add(ir::OpKind op, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& entry = entries_[static_cast<size_t>(op)];
+    ++entry.calls;
+    entry.seconds += seconds;
+  }
+
+  ~Profile() {
+    std::array<int, ir::kNumOpKinds> order{};
+    for (int i = 0; i < ir::kNumOpKinds; ++i) order[static_cast<size_t>(i)] = i;
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return entries_[static_cast<size_t>(a)].seconds > entries_[static_cast<size_t>(b)].seconds;
+    });
+    double total = 0.0;
+    for (const Entry& entry : entries_) total += entry.seconds;
+    std::fprintf(stderr, "cpu backend kernel time per op (%.3f s in all):\n", total);
+    for (int i : order) {
+      const Entry& entry = entries_[static_cast<size_t>(i)];
+      if (entry.calls == 0) continue;
+      const std::string_view name = ir::OpName(static_cast<ir::OpKind>(i));
+      std::fprintf(stderr, "  %-28.*s %8lld calls %9.3f s %5.1f%%\n", static_cast<int>(name.size()),
+                   name.data(), static_cast<long long>(entry.calls), entry.seconds,
+                   100.0 * entry.seconds / total);
+    }
+  }
+
+ private:
+  struct Entry {
+    int64_t calls = 0;
+    double seconds = 0.0;
+  };
+  std::mutex mutex_;
+  std::array<Entry, ir::kNumOpKinds> entries_{};
+};
+
+namespace {
+bool ProfileRequested(const CpuBackendOptions& options) {
+  const char* variable = std::getenv("SPILLWAY_CPU_PROFILE");
+  return options.profile || (variable != nullptr && std::string_view(variable) != "0");
+}
+}  // namespace
+
 CpuBackend::CpuBackend(CpuBackendOptions options)
-    : options_(options), kernels_(std::make_unique<Kernels>(options.threads)) {}
+    : options_(options),
+      profile_(ProfileRequested(options) ? std::make_unique<Profile>() : nullptr),
+      kernels_(std::make_unique<Kernels>(options.threads)) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -55,7 +109,12 @@ absl::StatusOr<void*> CpuBackend::AllocateHost(int64_t bytes) {
 void CpuBackend::FreeHost(void* memory) { FreeAligned(memory); }
 
 absl::Status CpuBackend::RunKernel(program::Stream /*stream*/, const KernelCall& call) {
-  return kernels_->Run(call);
+  if (profile_ == nullptr) return kernels_->Run(call);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = kernels_->Run(call);
+  profile_->Add(call.node.op,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return status;
 }
 
 absl::Status CpuBackend::Copy(program::Stream /*stream*/, void* destination, const void* source,

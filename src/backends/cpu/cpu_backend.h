@@ -15,6 +15,10 @@ struct CpuBackendOptions {
   // Threads each kernel may use (an OpenMP team: oneDNN's and the direct
   // loops'). Results are bitwise reproducible for a given count.
   int threads = 1;
+  // Accumulate the wall time of kernels per op kind and print the table to
+  // stderr when the backend is destroyed. Also on when the environment sets
+  // SPILLWAY_CPU_PROFILE (to anything but 0).
+  bool profile = false;
 };
 
 class CpuBackend final : public Backend {
@@ -39,7 +43,9 @@ class CpuBackend final : public Backend {
 
  private:
   class Kernels;  // oneDNN engine, stream and primitive cache
+  class Profile;  // kernel time per op kind
   CpuBackendOptions options_;
+  std::unique_ptr<Profile> profile_;
   std::unique_ptr<Kernels> kernels_;
 };
 
