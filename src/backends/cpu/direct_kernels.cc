@@ -1,16 +1,24 @@
-#include "backends/cpu/direct_kernels.h"
-
+// Compiled once per instruction set (SPILLWAY_DIRECT_KERNELS_ISA names the
+// namespace; see CMakeLists.txt), and direct_kernels_dispatch.cc picks the
+// widest the processor runs. Floating-point contraction is off in every
+// build, so each instruction set gives the same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "backends/kernel.h"
 #include "ir/attributes.h"
 #include "ir/op_kind.h"
 #include "ir/types.h"
 #include "support/check.h"
 
-namespace spillway::backends::cpu {
+#ifndef SPILLWAY_DIRECT_KERNELS_ISA
+#error "compile with SPILLWAY_DIRECT_KERNELS_ISA set to the instruction set's namespace"
+#endif
+
+namespace spillway::backends::cpu::SPILLWAY_DIRECT_KERNELS_ISA {
 namespace {
 
 // Rows of a [rows, C] view summed into one partial result: the unit of
@@ -464,4 +472,4 @@ absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads) {
   }
 }
 
-}  // namespace spillway::backends::cpu
+}  // namespace spillway::backends::cpu::SPILLWAY_DIRECT_KERNELS_ISA
