@@ -4,10 +4,13 @@
 
 #include <cctype>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/direct_kernels.h"
 #include "backends/testing/op_test.h"
+#include "fmt/format.h"
 #include "ir/graph.h"
 
 namespace spillway::backends::cpu {
@@ -206,6 +209,63 @@ TEST(CpuBackendTest, RecomputedBatchNormIsBitwiseTheFirstRun) {
       backend.RunKernel(program::Stream::kCompute, {node, recompute_inputs, recompute_outputs, {}})
           .ok());
   EXPECT_EQ(std::memcmp(y.data(), y_again.data(), y.size() * sizeof(float)), 0);
+}
+
+// The baseline and AVX-512 builds of the direct kernels give the same bits
+// (contraction into FMA is off in both). Channel counts that are not a
+// multiple of the vector width exercise the loops' remainders.
+void ExpectBuildsAgree(ir::OpKind op, const std::vector<ir::TensorType>& input_types,
+                       ir::AttrMap attrs) {
+  if (!ProcessorRunsAvx512()) GTEST_SKIP() << "the processor has no AVX-512";
+  ir::Graph graph;
+  std::vector<ir::ValueId> inputs;
+  for (const ir::TensorType& type : input_types) {
+    inputs.push_back(graph.AddInput(fmt::format("in{}", inputs.size()), type));
+  }
+  absl::StatusOr<ir::NodeId> id = graph.AddNode(op, inputs, std::move(attrs), "node");
+  ASSERT_TRUE(id.ok()) << id.status();
+  const ir::Node& node = graph.node(*id);
+
+  std::mt19937 random(3);
+  std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+  std::vector<std::vector<float>> input_data;
+  std::vector<TensorRef> input_refs;
+  for (const ir::TensorType& type : input_types) {
+    std::vector<float>& data =
+        input_data.emplace_back(static_cast<size_t>(*ir::NumElements(type.shape)));
+    for (float& value : data) value = uniform(random);
+    input_refs.push_back({&type, data.data()});
+  }
+  auto run = [&](auto kernel) {
+    std::vector<std::vector<float>> outputs;
+    std::vector<TensorRef> output_refs;
+    for (ir::ValueId output : node.outputs) {
+      const ir::TensorType& type = graph.value(output).type;
+      outputs.emplace_back(static_cast<size_t>(*ir::NumElements(type.shape)));
+      output_refs.push_back({&type, outputs.back().data()});
+    }
+    absl::StatusOr<bool> done = kernel({node, input_refs, output_refs, {}}, kThreads);
+    EXPECT_TRUE(done.ok() && *done);
+    return outputs;
+  };
+  EXPECT_EQ(run(generic::RunDirectKernel), run(avx512::RunDirectKernel));
+}
+
+TEST(CpuBackendTest, DirectKernelBuildsAgreeOnBatchNorm) {
+  const ir::TensorType x = ir::Activation({3, 11, 13, 67});
+  const ir::TensorType channel = ir::F32({67});
+  ExpectBuildsAgree(ir::OpKind::kBatchNorm, {x, channel, channel, channel, channel}, {});
+  ExpectBuildsAgree(ir::OpKind::kBatchNormBackward, {x, x, channel, channel, channel}, {});
+}
+
+TEST(CpuBackendTest, DirectKernelBuildsAgreeOnSgdAndReductions) {
+  const ir::TensorType flat = ir::F32({40000 + 3});
+  ExpectBuildsAgree(ir::OpKind::kSgdUpdate, {flat, flat, flat},
+                    {{"lr", 0.1}, {"momentum", 0.9}, {"weight_decay", 1e-4}});
+  ExpectBuildsAgree(ir::OpKind::kAddN, {flat, flat, flat}, {});
+  const ir::TensorType x = ir::Activation({2, 9, 7, 131});
+  ExpectBuildsAgree(ir::OpKind::kGlobalAvgPool, {x}, {});
+  ExpectBuildsAgree(ir::OpKind::kReduceSum, {x}, {{"axes", ir::IntList{0, 1, 2}}});
 }
 
 TEST(CpuBackendTest, CopiesAreMemcpy) {

@@ -19,4 +19,15 @@ namespace spillway::backends::cpu {
 // having done nothing, otherwise. `threads` is the OpenMP team size.
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
 
+// The builds of direct_kernels.cc, one per instruction set (CMakeLists.txt),
+// which RunDirectKernel chooses between; named here for the test that they
+// give the same bits.
+namespace generic {
+absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
+}  // namespace generic
+namespace avx512 {
+absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
+}  // namespace avx512
+bool ProcessorRunsAvx512();
+
 }  // namespace spillway::backends::cpu
