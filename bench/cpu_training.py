@@ -20,7 +20,7 @@ Standard library only; PyTorch is optional (the row says why it is missing).
 Run with Debian's Python, whose dist-packages hold python3-torch:
 
   /usr/bin/python3 bench/cpu_training.py [--binary build/release/src/cli/spillway]
-      [--steps 3] [--repeats 1] [--print]
+      [--steps 3] [--repeats 1] [--wait-policy PASSIVE] [--policies swap,...] [--print]
 """
 import argparse
 import datetime
@@ -153,6 +153,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=1, help="runs per figure (minimum taken)")
     parser.add_argument("--wait-policy", default="PASSIVE",
                         help="OMP_WAIT_POLICY for both sides ('default' leaves it unset)")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help="comma-separated policies to compare with none ('' for none)")
     parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
     options = parser.parse_args()
     env = environment(options.wait_policy)
@@ -172,7 +174,7 @@ def main():
         none = (wall, cpu) if none is None else (min(none[0], wall), min(none[1], cpu))
     policies = {
         policy: best_of(options.repeats, lambda p=policy: spillway_steps(options, env, p, half))
-        for policy in POLICIES
+        for policy in filter(None, options.policies.split(","))
     }
     load_after = load()
 
@@ -216,10 +218,12 @@ def main():
         f"{options.repeats} run(s) of {options.steps} steps):",
         "",
         *lines,
-        "",
-        f"Each memory policy at half the `none` arena ({int(half) / 2**20:.0f} MiB):",
-        "",
-        *policy_lines,
+        *([
+            "",
+            f"Each memory policy at half the `none` arena ({int(half) / 2**20:.0f} MiB):",
+            "",
+            *policy_lines,
+        ] if policies else []),
         END,
     ])
     if options.print:
