@@ -86,8 +86,9 @@ struct Program {
   std::vector<Buffer> buffers;
   std::vector<Instruction> instructions;
   int num_events = 0;
-  int64_t arena_bytes = 0;  // the device arena: every device buffer lies inside it
-  int64_t host_bytes = 0;   // the host pool for spilled tensors
+  // The device arena: it ends at the highest byte of any device buffer.
+  int64_t arena_bytes = 0;
+  int64_t host_bytes = 0;  // the host pool for spilled tensors
 
   const Buffer& buffer(BufferId id) const { return buffers.at(static_cast<size_t>(id)); }
 };

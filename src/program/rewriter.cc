@@ -456,7 +456,14 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
   for (const auto& [buffer, offset] : layout.offsets) {
     program.buffers[static_cast<size_t>(buffer)].offset = offset;
   }
-  program.arena_bytes = layout.arena_bytes;
+  // The arena ends at the highest byte a buffer uses: the layout rounds every
+  // block up to its alignment, but nothing needs the padding after the last.
+  program.arena_bytes = 0;
+  for (const Buffer& buffer : program.buffers) {
+    if (buffer.memory == Memory::kDevice && buffer.offset >= 0) {
+      program.arena_bytes = std::max(program.arena_bytes, buffer.offset + buffer.bytes);
+    }
+  }
 
   // Which buffer last held each byte range, in program order: an alloc waits
   // on the frees of the buffers whose bytes it takes over. Earlier occupants

@@ -8,8 +8,8 @@
 //   is allocated on the device, so a Program whose arena fits the budget
 //   cannot exceed it. The high-water mark (the end of the highest device
 //   buffer resident at any time) is measured while the step runs; over a
-//   whole step it reaches the highest byte of the layout, which proves the
-//   placement. What depends on timing is the peak of resident bytes.
+//   whole step it reaches the end of the arena, which proves the placement.
+//   What depends on timing is the peak of resident bytes.
 // - Host buffers (spilled tensors) have no alloc or free instructions: a
 //   block of the host pool is taken when the spill that fills it runs, and
 //   given back after the last fetch that reads it. Blocks are reused from
@@ -52,14 +52,14 @@ struct StepOptions {
 };
 
 struct StepResult {
-  double seconds = 0;              // wall time of the whole step
-  double compute_seconds = 0;      // compute stream busy
-  double recompute_seconds = 0;    // of which re-running forward nodes
-  int64_t bytes_to_host = 0;       // spilled
-  int64_t bytes_to_device = 0;     // fetched back
-  int64_t arena_high_water = 0;    // end of the highest resident device buffer
-  int64_t peak_resident_bytes = 0; // most device bytes resident at once
-  int64_t peak_host_bytes = 0;     // most host-pool bytes in use at once
+  double seconds = 0;               // wall time of the whole step
+  double compute_seconds = 0;       // compute stream busy
+  double recompute_seconds = 0;     // of which re-running forward nodes
+  int64_t bytes_to_host = 0;        // spilled
+  int64_t bytes_to_device = 0;      // fetched back
+  int64_t arena_high_water = 0;     // end of the highest resident device buffer
+  int64_t peak_resident_bytes = 0;  // most device bytes resident at once
+  int64_t peak_host_bytes = 0;      // most host-pool bytes in use at once
   std::map<ir::ValueId, std::vector<std::byte>> captured;
 };
 
