@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Spillway (Release) and runs the main job:
 # every policy on the paper's first workload (ResNet-50 at 8000x8000, batch 1)
-# on the paper's machine (V100 16 GB, NVLink 2.0), side by side. Extra
-# arguments go to `spillway compare` (e.g. --hardware h200-141g-pcie5).
+# on the paper's machine (V100 16 GB, NVLink 2.0), side by side; then a short
+# real training run on this machine's CPU under a budget below what `none`
+# needs. Extra arguments go to `spillway compare` (e.g. --hardware h200-141g-pcie5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
