@@ -19,7 +19,8 @@ namespace spillway::backends::cpu {
 // having done nothing, otherwise. `threads` is the OpenMP team size.
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
 
-// The builds of direct_kernels.cc, one per instruction set (CMakeLists.txt),
+// The builds of direct_kernels.cc, one per instruction set (CMakeLists.txt;
+// avx512 only where SPILLWAY_DIRECT_KERNELS_AVX512 is defined, on x86-64),
 // which RunDirectKernel chooses between; named here for the test that they
 // give the same bits.
 namespace generic {
