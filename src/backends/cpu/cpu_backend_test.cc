@@ -270,6 +270,21 @@ TEST(CpuBackendTest, DirectKernelBuildsAgreeOnSgdAndReductions) {
   ExpectBuildsAgree(ir::OpKind::kReduceSum, {x}, {{"axes", ir::IntList{0, 1, 2}}});
 }
 
+// With profiling on, the backend prints each op kind it ran, with its
+// number of calls, when it is destroyed.
+TEST(CpuBackendTest, ProfilePrintsTimePerOpKind) {
+  const OpTestCase conv = MidSizeCases().front();
+  ::testing::internal::CaptureStderr();
+  {
+    CpuBackend backend({.threads = kThreads, .profile = true});
+    ASSERT_TRUE(testing::CompareWithReference(backend, conv).ok());
+  }
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(printed.find("kernel time per op"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("conv2d "), std::string::npos) << printed;
+  EXPECT_NE(printed.find(" 1 calls"), std::string::npos) << printed;
+}
+
 TEST(CpuBackendTest, CopiesAreMemcpy) {
   CpuBackend backend;
   absl::StatusOr<void*> device = backend.AllocateDevice(64);
