@@ -152,7 +152,8 @@ def main():
     parser.add_argument("--steps", type=int, default=3, help="steady-state steps per run")
     parser.add_argument("--repeats", type=int, default=1, help="runs per figure (minimum taken)")
     parser.add_argument("--wait-policy", default="PASSIVE",
-                        help="OMP_WAIT_POLICY for both sides ('default' leaves it unset)")
+                        help="OMP_WAIT_POLICY for both sides ('default' leaves it unset: "
+                             "libgomp spins in PyTorch; spillway then chooses PASSIVE itself)")
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help="comma-separated policies to compare with none ('' for none)")
     parser.add_argument("--print", action="store_true", help="print instead of editing the doc")

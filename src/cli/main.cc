@@ -1,5 +1,8 @@
 // spillway: plan and run deep-network training under a device memory budget.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -12,9 +15,23 @@ namespace {
 // Bad input of any kind (flags, sizes, models) exits with 2 and one line.
 constexpr int kUsageError = 2;
 
+// The CPU backend's kernels run on OpenMP threads, which by default spin
+// while they wait for work. The runtime's copy streams and the other kernel
+// threads then lose their cores to spinning threads: a ResNet-50 step took
+// 2.3x as long on a busy 2-core machine (docs/results.md). OpenMP reads its
+// wait policy once, when the library loads, before main; so when the user has
+// not chosen one, choose passive waiting and start again with it. Failing to
+// re-execute only costs speed.
+void PreferPassiveOpenMpWaiting(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) != 0) return;
+  execv("/proc/self/exe", argv);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  PreferPassiveOpenMpWaiting(argv);
   CLI::App app{
       "Spillway trains deep networks whose activations do not fit in GPU memory: it decides per "
       "tensor whether to keep, spill or recompute it.",

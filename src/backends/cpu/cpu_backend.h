@@ -15,8 +15,9 @@ struct CpuBackendOptions {
   // Threads each kernel may use (an OpenMP team: oneDNN's and the direct
   // loops'). Results are bitwise reproducible for a given count. Where other
   // work competes for the cores, run with OMP_WAIT_POLICY=PASSIVE: libgomp's
-  // spinning at barriers then takes the CPU from the threads it waits for
-  // (a ResNet-50 step on a loaded 2-core machine took 2.3 times as long).
+  // spinning at barriers otherwise takes the CPU from the threads it waits for
+  // (a ResNet-50 step on a loaded 2-core machine took 2.3 times as long). The
+  // `spillway` binary sets it when the environment does not.
   int threads = 1;
   // Accumulate the wall time of kernels per op kind and print the table to
   // stderr when the backend is destroyed. Also on when the environment sets
