@@ -31,8 +31,7 @@ struct PlanFlags {
   std::string budget;
   std::string math_mode = "fp32";
   std::string policy = "hybrid";
-  double time_limit_s = 1.5;
-  int max_evaluations = 0;
+  PlannerLimitFlags limits;
   std::string trace_path;
   std::string memory_plot_path;
   std::string program_path;
@@ -57,17 +56,7 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
                   "Arithmetic of convolutions and matrix products, for their compute rate")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
       ->capture_default_str();
-  command
-      .add_option("--time-limit", flags.time_limit_s,
-                  "Seconds the hybrid planner may spend refining its plan")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command
-      .add_option("--max-evaluations", flags.max_evaluations,
-                  "Stop the hybrid planner's refinement after this many candidate Programs as "
-                  "well (0: no limit); the plan is then the same on every machine")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddPlannerLimitFlags(command, flags.limits);
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
 
@@ -97,8 +86,8 @@ absl::StatusOr<std::unique_ptr<Workload>> Prepare(const PlanFlags& flags) {
       std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
   planner::PlannerOptions options;
   options.budget_bytes = workload->budget_bytes;
-  options.time_limit_s = flags.time_limit_s;
-  options.max_evaluations = flags.max_evaluations;
+  options.time_limit_s = flags.limits.time_limit_s;
+  options.max_evaluations = flags.limits.max_evaluations;
   workload->context = std::make_unique<planner::PlanningContext>(
       workload->training.graph, *workload->cost_model,
       sim::SimulatorOptions{workload->profile.copy_engines}, options);

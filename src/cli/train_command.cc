@@ -38,8 +38,7 @@ struct TrainFlags {
   std::string resume;
   std::string backend = "cpu";
   int threads = 2;
-  double time_limit_s = 1.5;
-  int max_evaluations = 0;
+  PlannerLimitFlags limits;
   int64_t log_every = 10;
   bool json = false;
 };
@@ -106,17 +105,7 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                   "Hardware profile the planner costs the step with: a preset (see `spillway "
                   "hardware`) or a JSON file")
       ->capture_default_str();
-  command
-      .add_option("--time-limit", flags.time_limit_s,
-                  "Seconds the hybrid planner may spend refining its plan")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  command
-      .add_option("--max-evaluations", flags.max_evaluations,
-                  "Stop the hybrid planner after this many candidate Programs as well (0: no "
-                  "limit); the plan is then the same on every machine")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  AddPlannerLimitFlags(command, flags.limits);
   command
       .add_option("--log-every", flags.log_every,
                   "When output is not a terminal, print a progress line every K steps")
@@ -143,8 +132,8 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainFlags& flags
   options.policy = flags.policy;
   ASSIGN_OR_RETURN(options.hardware, analysis::LoadHardwareProfile(flags.hardware));
   ASSIGN_OR_RETURN(options.budget_bytes, planner::ParseBudget(flags.budget, options.hardware));
-  options.plan_time_limit_s = flags.time_limit_s;
-  options.plan_max_evaluations = flags.max_evaluations;
+  options.plan_time_limit_s = flags.limits.time_limit_s;
+  options.plan_max_evaluations = flags.limits.max_evaluations;
   options.data.source = flags.data;
   // One seed for dropout (the model's), initialization and data.
   options.data.seed = static_cast<uint64_t>(flags.workload.options.seed);

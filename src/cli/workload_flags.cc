@@ -47,6 +47,20 @@ absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags) {
   return models::BuildModel(flags.model, flags.options);
 }
 
+void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
+  command
+      .add_option("--time-limit", flags.time_limit_s,
+                  "Seconds the hybrid planner may spend refining its plan")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--max-evaluations", flags.max_evaluations,
+                  "Stop the hybrid planner's refinement after this many candidate Programs as "
+                  "well (0: no limit); the plan is then the same on every machine")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 std::string DescribeWorkload(const WorkloadFlags& flags) {
   const models::ModelOptions& o = flags.options;
   if (flags.model == "gpt2") {

@@ -25,6 +25,14 @@ struct WorkloadFlags {
 // model-specific options to `command`.
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);
 
+// --time-limit and --max-evaluations: how long the hybrid planner refines its
+// plan (`plan`, `compare` and `train` take them).
+struct PlannerLimitFlags {
+  double time_limit_s = 1.5;
+  int max_evaluations = 0;
+};
+void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
+
 // Builds the forward graph the flags describe.
 absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags);
 

@@ -16,16 +16,6 @@ using ir::F32;
 using ir::IntList;
 using ir::OpKind;
 
-OpTestCase Case(std::string name, OpKind op, std::vector<ir::TensorType> inputs,
-                AttrMap attrs = {}) {
-  OpTestCase test_case;
-  test_case.name = std::move(name);
-  test_case.op = op;
-  test_case.inputs = std::move(inputs);
-  test_case.attrs = std::move(attrs);
-  return test_case;
-}
-
 void AddConvolutionCases(std::vector<OpTestCase>& cases) {
   cases.push_back(Case("conv2d/3x3_pad1_bias", OpKind::kConv2d,
                        {Activation({2, 5, 5, 3}), F32({4, 3, 3, 3}), F32({4})},

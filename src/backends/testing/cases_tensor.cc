@@ -16,16 +16,6 @@ using ir::F32;
 using ir::IntList;
 using ir::OpKind;
 
-OpTestCase Case(std::string name, OpKind op, std::vector<ir::TensorType> inputs,
-                AttrMap attrs = {}) {
-  OpTestCase test_case;
-  test_case.name = std::move(name);
-  test_case.op = op;
-  test_case.inputs = std::move(inputs);
-  test_case.attrs = std::move(attrs);
-  return test_case;
-}
-
 // An op without a gradient rule (gradient accumulation, reductions, fill,
 // updates): compared with the reference and run twice, never differentiated.
 OpTestCase NoGradientCase(std::string name, OpKind op, std::vector<ir::TensorType> inputs,

@@ -571,6 +571,16 @@ absl::Status CompareOutput(const ir::TensorType& type, const std::vector<double>
 
 }  // namespace
 
+OpTestCase Case(std::string name, ir::OpKind op, std::vector<ir::TensorType> inputs,
+                ir::AttrMap attrs) {
+  OpTestCase test_case;
+  test_case.name = std::move(name);
+  test_case.op = op;
+  test_case.inputs = std::move(inputs);
+  test_case.attrs = std::move(attrs);
+  return test_case;
+}
+
 std::vector<OpTestCase> AllOpTestCases() {
   std::vector<OpTestCase> cases = SpatialOpTestCases();
   std::vector<OpTestCase> tensor = TensorOpTestCases();

@@ -49,6 +49,10 @@ struct OpTestCase {
   double gradient_tolerance = 1e-6;  // (b): analytic against finite differences, in double
 };
 
+// A case with default ranges and tolerances, for the case lists.
+OpTestCase Case(std::string name, ir::OpKind op, std::vector<ir::TensorType> inputs,
+                ir::AttrMap attrs = {});
+
 // Every case: the groups below, concatenated.
 std::vector<OpTestCase> AllOpTestCases();
 std::vector<OpTestCase>
