@@ -6,8 +6,9 @@ formats; the faster is the peer) against `spillway train --policy none` on the
 CPU backend, then each memory policy at half the `none` arena against `none`.
 
 Only steady-state steps count. PyTorch times each step after a warm-up step (the mean of N).
-Spillway runs once with --steps 1 and once with --steps 1+N; the difference
-of the two runs' step totals (and of their CPU times) is N steps without the
+Spillway runs once with --steps 1 and once with --steps 1+N: the wall time is
+the mean of the second run's steps after the first (its JSON's step_seconds),
+and the difference of the two runs' CPU times is N steps without the
 first step's primitive creation, and without planning and start-up.
 
 The machine may be shared: each figure is the minimum over --repeats runs,
@@ -109,16 +110,21 @@ def torch_steps(options, env):
 
 
 def spillway_steps(options, env, policy, budget):
-    """Steady-state (wall, cpu) seconds per step of `spillway train`."""
+    """Steady-state (wall, cpu) seconds per step of `spillway train`.
+
+    The wall time is the mean of the steps after the first, as the trainer
+    timed them. The CPU time of a process includes planning and the first
+    step, so it is the difference between a run of 1 + N steps and a run of 1.
+    """
     def train(steps):
         command = [options.binary, "train", *WORKLOAD, "--policy", policy, "--budget", budget,
                    "--threads", str(options.threads), "--steps", str(steps), "--json"]
-        result, cpu = run_json(command, env)
-        return result["mean_step_s"] * steps, cpu
+        return run_json(command, env)
 
-    first_wall, first_cpu = train(1)
-    all_wall, all_cpu = train(1 + options.steps)
-    return (all_wall - first_wall) / options.steps, (all_cpu - first_cpu) / options.steps
+    _, first_cpu = train(1)
+    result, all_cpu = train(1 + options.steps)
+    steady = result["step_seconds"][1:]
+    return sum(steady) / len(steady), (all_cpu - first_cpu) / options.steps
 
 
 def best_of(repeats, measure):

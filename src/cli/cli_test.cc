@@ -215,6 +215,7 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
                           "spilled_tensors",
                           "recomputed_tensors",
                           "mean_step_s",
+                          "step_seconds",
                           "mean_recompute_s",
                           "samples_per_s",
                           "planning_s",
@@ -223,6 +224,7 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["losses"].size(), 3u);
+  EXPECT_EQ(json["step_seconds"].size(), 3u);
   EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), json["budget_bytes"].get<int64_t>());
   const nlohmann::json after = summary(resumed.out);
   EXPECT_EQ(after["first_step"], 3);

@@ -186,6 +186,7 @@ nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::Train
       {"spilled_tensors", plan.Count(program::Decision::kSpill)},
       {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
       {"mean_step_s", summary.mean_step_s},
+      {"step_seconds", summary.step_seconds},
       {"mean_recompute_s", summary.mean_recompute_s},
       {"samples_per_s", summary.samples_per_s},
       {"planning_s", summary.planning_s},

@@ -98,6 +98,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const RunOptions& options) {
     ASSIGN_OR_RETURN(const StepStats stats, Step());
     const runtime::StepResult& result = stats.result;
     summary.losses.push_back(stats.loss);
+    summary.step_seconds.push_back(result.seconds);
     summary.arena_high_water_bytes =
         std::max(summary.arena_high_water_bytes, result.arena_high_water);
     summary.peak_host_bytes = std::max(summary.peak_host_bytes, result.peak_host_bytes);

@@ -50,7 +50,8 @@ struct TrainingSummary {
   int64_t first_step = 0;  // 1-based, inclusive
   int64_t last_step = 0;
   std::vector<double> losses;
-  std::string checksum;  // StateChecksum() at the end, "0x" and 16 hex digits
+  std::vector<double> step_seconds;  // wall time of each step, in order
+  std::string checksum;              // StateChecksum() at the end, "0x" and 16 hex digits
   int64_t budget_bytes = 0;
   int64_t arena_bytes = 0;             // planned
   int64_t arena_high_water_bytes = 0;  // measured, the most of any step
