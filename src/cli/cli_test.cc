@@ -2,15 +2,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "onnx/onnx_pb.h"
 
 namespace {
 
@@ -250,6 +254,88 @@ TEST(Cli, TrainErrorsAreOneLine) {
   }
 }
 
+// A tiny CNN as an ONNX file: conv 3x3 -> relu -> global pool -> flatten ->
+// linear (Gemm with transB), inputs [2,3,8,8], logits [2,5].
+std::string WriteTinyOnnxModel() {
+  ::onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  ::onnx::GraphProto& graph = *model.mutable_graph();
+  graph.set_name("tiny");
+  auto value_info = [](::onnx::ValueInfoProto* info, const std::string& name,
+                       std::vector<int64_t> dims) {
+    info->set_name(name);
+    auto* type = info->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(::onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) type->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  value_info(graph.add_input(), "images", {2, 3, 8, 8});
+  value_info(graph.add_output(), "logits", {2, 5});
+  auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
+    ::onnx::TensorProto* t = graph.add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::FLOAT);
+    int64_t count = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      count *= d;
+    }
+    for (int64_t i = 0; i < count; ++i) t->add_float_data(0.01f * static_cast<float>(i % 7));
+  };
+  auto node = [&](const std::string& op, std::vector<std::string> inputs, const std::string& out) {
+    ::onnx::NodeProto* n = graph.add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const std::string& in : inputs) n->add_input(in);
+    n->add_output(out);
+    return n;
+  };
+  weight("conv.weight", {4, 3, 3, 3});
+  weight("fc.weight", {5, 4});
+  weight("fc.bias", {5});
+  ::onnx::AttributeProto* pads = node("Conv", {"images", "conv.weight"}, "conv")->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(::onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  node("Relu", {"conv"}, "relu");
+  node("GlobalAveragePool", {"relu"}, "pool");
+  node("Flatten", {"pool"}, "flat");
+  ::onnx::AttributeProto* trans_b =
+      node("Gemm", {"flat", "fc.weight", "fc.bias"}, "logits")->add_attribute();
+  trans_b->set_name("transB");
+  trans_b->set_type(::onnx::AttributeProto::INT);
+  trans_b->set_i(1);
+
+  const std::string path =
+      fmt::format("{}/spillway_cli_tiny_{}.onnx", ::testing::TempDir(), getpid());
+  std::ofstream file(path, std::ios::binary);
+  model.SerializeToOstream(&file);
+  return path;
+}
+
+TEST(Cli, InspectAndPlanTakeAnOnnxModel) {
+  const std::string path = WriteTinyOnnxModel();
+  const CommandResult run = Spillway("inspect --onnx " + path + " --loss cross-entropy --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["parameters"].get<int64_t>(), 4 * 3 * 3 * 3 + 5 * 4 + 5);
+  EXPECT_EQ(report["model"].get<std::string>(), path);
+
+  // A larger batch and image than the file's, in ONNX order.
+  const CommandResult larger =
+      Spillway("inspect --onnx " + path + " --loss cross-entropy --input-shape images=16x3x64x64");
+  ASSERT_EQ(larger.exit_code, 0) << larger.out;
+  EXPECT_THAT(larger.out, HasSubstr("images=16x3x64x64"));
+
+  const CommandResult plan =
+      Spillway("plan --onnx " + path + " --loss cross-entropy --max-evaluations 20");
+  EXPECT_EQ(plan.exit_code, 0) << plan.out;
+
+  const CommandResult no_loss = Spillway("inspect --onnx " + path);
+  EXPECT_EQ(no_loss.exit_code, 2);
+  EXPECT_THAT(no_loss.out, HasSubstr("add one with --loss cross-entropy"));
+}
+
 struct BadInput {
   const char* args;
   const char* message;
@@ -282,6 +368,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"plan --model resnet18 --policy greedy", "greedy"},
                       BadInput{"compare --model resnet18 --hardware tpu", "tpu"},
                       BadInput{"plan --model resnet18 --trace /nonexistent/dir/t.json",
-                               "/nonexistent/dir/t.json"}));
+                               "/nonexistent/dir/t.json"},
+                      BadInput{"inspect --model resnet18 --onnx m.onnx", "exactly one of"},
+                      BadInput{"inspect --onnx /nonexistent/m.onnx", "/nonexistent/m.onnx"},
+                      BadInput{"inspect --onnx m.onnx --input-shape images", "NAME=DxDx"},
+                      BadInput{"inspect --model resnet18 --loss cross-entropy", "--onnx"},
+                      BadInput{"train --onnx m.onnx", "not supported yet"}));
 
 }  // namespace

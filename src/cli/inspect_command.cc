@@ -30,7 +30,7 @@ nlohmann::json SummaryToJson(const InspectFlags& flags, const analysis::GraphSum
   }
   return {
       {"workload", DescribeWorkload(flags.workload)},
-      {"model", flags.workload.model},
+      {"model", flags.workload.onnx.empty() ? flags.workload.model : flags.workload.onnx},
       {"optimizer", flags.optimizer},
       {"nodes",
        {{"forward", s.forward_nodes}, {"backward", s.backward_nodes}, {"update", s.update_nodes}}},

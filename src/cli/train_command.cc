@@ -248,6 +248,11 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     if (flags->save_every > 0 && flags->save.empty()) {
       return absl::InvalidArgumentError("--save-every needs --save PATH");
     }
+    if (!flags->workload.onnx.empty()) {
+      return absl::UnimplementedError(
+          "train --onnx is not supported yet: the trainer does not load imported weights "
+          "(inspect, plan and compare take --onnx)");
+    }
     ASSIGN_OR_RETURN(const train::TrainerOptions options, MakeTrainerOptions(*flags));
     ASSIGN_OR_RETURN(const ir::Graph forward, BuildWorkload(flags->workload));
     const std::unique_ptr<backends::Backend> backend = MakeBackend(*flags);

@@ -2,12 +2,21 @@
 
 #include "fmt/format.h"
 #include "models/models.h"
+#include "onnx/importer.h"
+#include "support/status_macros.h"
 
 namespace spillway::cli {
 
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   models::ModelOptions& o = flags.options;
-  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")->required();
+  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)");
+  command.add_option("--onnx", flags.onnx,
+                     "ONNX model file instead of --model; its input shapes come from the file or "
+                     "--input-shape, not --batch/--image (docs/onnx.md)");
+  command.add_option("--input-shape", flags.input_shapes,
+                     "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)");
+  command.add_option("--loss", flags.loss, "--onnx: loss over the model's output")
+      ->check(CLI::IsMember({"cross-entropy"}));
   command.add_option("--batch", o.batch, "Batch size")->capture_default_str();
   command.add_option("--image", flags.image, "Square image size: height and width in pixels");
   command.add_option("--height", flags.height, "Image height in pixels (default 224)");
@@ -34,7 +43,42 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   command.add_option("--vocab", o.vocab, "gpt2: vocabulary size")->capture_default_str();
 }
 
+namespace {
+
+absl::StatusOr<ir::Graph> ImportWorkload(const WorkloadFlags& flags) {
+  if (flags.image || flags.height || flags.width) {
+    return absl::InvalidArgumentError(
+        "with --onnx, give image sizes with --input-shape NAME=NxCxHxW instead of "
+        "--image/--height/--width");
+  }
+  onnx::ImportOptions options;
+  for (const std::string& text : flags.input_shapes) {
+    ASSIGN_OR_RETURN(auto input_shape, onnx::ParseInputShape(text));
+    options.input_shapes[input_shape.first] = std::move(input_shape.second);
+  }
+  if (flags.loss == "cross-entropy") options.loss = onnx::LossKind::kCrossEntropy;
+  options.first_seed = flags.options.seed;
+  ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModelFile(flags.onnx, options));
+  const ir::Graph& graph = model.graph;
+  if (options.loss == onnx::LossKind::kNone &&
+      (graph.outputs().size() != 1 || graph.value(graph.outputs()[0]).type.rank() != 0)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: the model's output is not a scalar loss; add one with --loss cross-entropy",
+        flags.onnx));
+  }
+  return std::move(model.graph);
+}
+
+}  // namespace
+
 absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags) {
+  if (flags.model.empty() == flags.onnx.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --model and --onnx");
+  }
+  if (!flags.onnx.empty()) return ImportWorkload(flags);
+  if (!flags.input_shapes.empty() || !flags.loss.empty()) {
+    return absl::InvalidArgumentError("--input-shape and --loss go with --onnx");
+  }
   if (flags.image && (flags.height || flags.width)) {
     return absl::InvalidArgumentError("give either --image or --height/--width, not both");
   }
@@ -63,6 +107,11 @@ void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
 
 std::string DescribeWorkload(const WorkloadFlags& flags) {
   const models::ModelOptions& o = flags.options;
+  if (!flags.onnx.empty()) {
+    std::string text = fmt::format("{} (ONNX)", flags.onnx);
+    for (const std::string& shape : flags.input_shapes) text += ", " + shape;
+    return text;
+  }
   if (flags.model == "gpt2") {
     return fmt::format("gpt2, batch {}, {} layers, {} heads, d_model {}, sequence {}", o.batch,
                        o.n_layer, o.n_head, o.d_model, o.seq_len);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
@@ -15,14 +16,19 @@ namespace spillway::cli {
 
 struct WorkloadFlags {
   std::string model;
+  // An ONNX file instead of a built-in model, the shapes of its inputs
+  // ("name=1x3x224x224", ONNX order) and the loss it gets ("cross-entropy").
+  std::string onnx;
+  std::vector<std::string> input_shapes;
+  std::string loss;
   std::optional<int64_t> image;
   std::optional<int64_t> height;
   std::optional<int64_t> width;
   models::ModelOptions options;
 };
 
-// Adds --model, --batch, --image, --height, --width, --classes and the
-// model-specific options to `command`.
+// Adds --model or --onnx (with --input-shape and --loss), --batch, --image,
+// --height, --width, --classes and the model-specific options to `command`.
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);
 
 // --time-limit and --max-evaluations: how long the hybrid planner refines its
@@ -33,7 +39,8 @@ struct PlannerLimitFlags {
 };
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
 
-// Builds the forward graph the flags describe.
+// Builds the forward graph the flags describe: a built-in model, or an
+// imported ONNX model (whose weights are not kept yet).
 absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags);
 
 // "resnet50, batch 1, 8000x8000": the workload in words, for report headers.
