@@ -11,7 +11,6 @@
 #include <sstream>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "fmt/format.h"
@@ -191,7 +190,6 @@ class Importer {
   ImportedModel result_;
   // Node-based: Convert holds references to entries while it defines others.
   absl::node_hash_map<std::string, Entry> entries_;
-  absl::flat_hash_map<std::string, const TensorProto*> initializers_;
 };
 
 const AttributeProto* FindAttr(const NodeProto& node, std::string_view name) {
@@ -299,14 +297,13 @@ void Importer::DefineConstant(const std::string& name, Constant constant) {
 
 absl::Status Importer::AddGraphInputs() {
   for (const TensorProto& init : model_.graph().initializer()) {
-    initializers_[init.name()] = &init;
     ASSIGN_OR_RETURN(Constant c, ReadTensor(init));
     Entry& entry = entries_[init.name()];
     entry.constant = std::move(c);
     entry.initializer = true;
   }
   for (const ::onnx::ValueInfoProto& input : model_.graph().input()) {
-    if (initializers_.contains(input.name())) continue;  // IR version < 4 lists them too
+    if (entries_.contains(input.name())) continue;  // IR version < 4 lists initializers too
     const ::onnx::TypeProto& type = input.type();
     if (!type.has_tensor_type()) {
       return absl::UnimplementedError(fmt::format("input '{}' is not a tensor", input.name()));

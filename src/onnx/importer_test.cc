@@ -502,6 +502,20 @@ TEST(ImporterTest, MalformedBytesAreErrorsNeverCrashes) {
   }
 }
 
+// Exporters writing IR version 3 list every initializer as a graph input too.
+TEST(ImporterTest, InitializersListedAsInputsAreParameters) {
+  ModelBuilder m(11);
+  m.Input("x", {2, 3});
+  m.Input("w", {4, 3});
+  m.Weight("w", {4, 3});
+  SetInt(m.Node("Gemm", {"x", "w"}, {"y"}), "transB", 1);
+  m.Output("y", 2);
+  const ImportedModel model = ImportOrDie(m);
+  EXPECT_EQ(model.graph.InputsOfKind(ir::ValueKind::kInput).size(), 1u);
+  EXPECT_EQ(ValueNamed(model.graph, "w").kind, ir::ValueKind::kParameter);
+  EXPECT_EQ(Output(model).type.shape, (ir::Shape{2, 4}));
+}
+
 TEST(ImporterTest, OpsetsOutsideTheSupportedRangeAreRefused) {
   ModelBuilder m(9);
   m.Input("x", {2, 3});
