@@ -91,7 +91,8 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   command.add_option("--resume", flags.resume,
                      "Continue from a checkpoint of the same model, optimizer and --seed");
   command
-      .add_option("--backend", flags.backend, "cpu (oneDNN, OpenBLAS) or reference (slow, plain)")
+      .add_option("--backend", flags.backend,
+                  "cpu (oneDNN and OpenMP loops) or reference (slow, plain)")
       ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
   command
