@@ -17,8 +17,8 @@ SPILLWAY_ALL_OPS(SPILLWAY_DECLARE_REFERENCE_KERNEL)
 #undef SPILLWAY_DECLARE_REFERENCE_KERNEL
 
 // Explicit instantiation for both element types, at the end of each group's file.
-#define SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(name)                    \
-  template absl::Status Run##name<float>(const KernelCall& call);     \
+#define SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(name)               \
+  template absl::Status Run##name<float>(const KernelCall& call); \
   template absl::Status Run##name<double>(const KernelCall& call)
 
 }  // namespace spillway::backends::reference
