@@ -34,8 +34,9 @@ import subprocess
 import sys
 import time
 
+from results_doc import write_section
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "docs" / "results.md"
 BEGIN = "<!-- cpu-results:begin (bench/cpu_training.py writes this part) -->"
 END = "<!-- cpu-results:end -->"
 
@@ -236,15 +237,7 @@ def main():
     if options.print:
         print(section)
         return
-    text = RESULTS.read_text()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n## Training on the CPU backend\n\n" + section + "\n"
-    RESULTS.write_text(text)
-    print(f"updated {RESULTS.relative_to(ROOT)}")
+    write_section(BEGIN, END, section, "Training on the CPU backend")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,9 @@ import platform
 import subprocess
 import sys
 
+from results_doc import write_section
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "docs" / "results.md"
 BEGIN = "<!-- plan-results:begin (bench/plan_results.py writes this part) -->"
 END = "<!-- plan-results:end -->"
 
@@ -108,15 +109,7 @@ def main():
     if options.print:
         print(section)
         return
-    text = RESULTS.read_text()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n## Planning the paper's workloads\n\n" + section + "\n"
-    RESULTS.write_text(text)
-    print(f"updated {RESULTS.relative_to(ROOT)}")
+    write_section(BEGIN, END, section, "Planning the paper's workloads")
 
 
 if __name__ == "__main__":
