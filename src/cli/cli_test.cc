@@ -327,6 +327,12 @@ TEST(Cli, InspectAndPlanTakeAnOnnxModel) {
   ASSERT_EQ(larger.exit_code, 0) << larger.out;
   EXPECT_THAT(larger.out, HasSubstr("images=16x3x64x64"));
 
+  const CommandResult batch =
+      Spillway("inspect --onnx " + path + " --loss cross-entropy --batch 7 --json");
+  ASSERT_EQ(batch.exit_code, 0) << batch.out;
+  EXPECT_EQ(nlohmann::json::parse(batch.out)["workload"].get<std::string>(),
+            path + " (ONNX), batch 7");
+
   const CommandResult plan =
       Spillway("plan --onnx " + path + " --loss cross-entropy --max-evaluations 20");
   EXPECT_EQ(plan.exit_code, 0) << plan.out;

@@ -95,7 +95,8 @@ CommandRunner AddInspectCommand(CLI::App& app) {
   command->add_flag("--json", flags->json, "Print the report as JSON (sizes in bytes)");
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(ir::Graph forward, BuildWorkload(flags->workload));
+    ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags->workload));
+    const ir::Graph& forward = workload.graph;
     autodiff::OptimizerOptions optimizer;
     optimizer.kind = flags->optimizer == "adamw" ? autodiff::OptimizerKind::kAdam
                                                  : autodiff::OptimizerKind::kSgd;

@@ -61,7 +61,7 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
 }
 
 // The workload, costed and ready to plan.
-struct Workload {
+struct PlanningWorkload {
   autodiff::TrainingGraph training;
   analysis::HardwareProfile profile;
   std::unique_ptr<analysis::CostModel> cost_model;
@@ -69,9 +69,10 @@ struct Workload {
   std::unique_ptr<planner::PlanningContext> context;
 };
 
-absl::StatusOr<std::unique_ptr<Workload>> Prepare(const PlanFlags& flags) {
-  auto workload = std::make_unique<Workload>();
-  ASSIGN_OR_RETURN(ir::Graph forward, BuildWorkload(flags.workload));
+absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags) {
+  auto workload = std::make_unique<PlanningWorkload>();
+  ASSIGN_OR_RETURN(const Workload built, BuildWorkload(flags.workload));
+  const ir::Graph& forward = built.graph;
   autodiff::OptimizerOptions optimizer;
   optimizer.kind =
       flags.optimizer == "adamw" ? autodiff::OptimizerKind::kAdam : autodiff::OptimizerKind::kSgd;
@@ -100,7 +101,7 @@ absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name,
   return planner::RunPolicy(*policy, context);
 }
 
-std::string Header(const PlanFlags& flags, const Workload& workload) {
+std::string Header(const PlanFlags& flags, const PlanningWorkload& workload) {
   return fmt::format("{} ({}) on {}, budget {}", DescribeWorkload(flags.workload), flags.optimizer,
                      workload.profile.name, FormatBytes(workload.budget_bytes));
 }
@@ -137,7 +138,7 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
 
 std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
 
-void PrintPlan(std::ostream& out, const PlanFlags& flags, const Workload& workload,
+void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload& workload,
                const planner::PlanResult& result, const planner::PlanResult& none) {
   const sim::SimulationResult& simulation = result.best.simulation;
   fmt::print(out, "Workload     {}\n", Header(flags, workload));
@@ -198,7 +199,7 @@ CommandRunner AddPlanCommand(CLI::App& app) {
                       "Write the Program (every instruction, buffer and event) as text");
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::unique_ptr<Workload> workload, Prepare(*flags));
+    ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload->context));
     ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(flags->policy, *workload->context));
     const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
@@ -231,7 +232,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
   AddPlanFlags(*command, *flags);
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::unique_ptr<Workload> workload, Prepare(*flags));
+    ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     std::vector<planner::PlanResult> results;
     // Planning all five takes seconds on large graphs: say what is running
     // when someone is watching (stderr on a terminal), and nothing otherwise.

@@ -255,7 +255,8 @@ CommandRunner AddTrainCommand(CLI::App& app) {
           "(inspect, plan and compare take --onnx)");
     }
     ASSIGN_OR_RETURN(const train::TrainerOptions options, MakeTrainerOptions(*flags));
-    ASSIGN_OR_RETURN(const ir::Graph forward, BuildWorkload(flags->workload));
+    ASSIGN_OR_RETURN(const Workload workload, BuildWorkload(flags->workload));
+    const ir::Graph& forward = workload.graph;
     const std::unique_ptr<backends::Backend> backend = MakeBackend(*flags);
     ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
                      train::Trainer::Create(forward, options, *backend));

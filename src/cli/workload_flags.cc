@@ -11,13 +11,16 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   models::ModelOptions& o = flags.options;
   command.add_option("--model", flags.model, "Built-in model (see `spillway models`)");
   command.add_option("--onnx", flags.onnx,
-                     "ONNX model file instead of --model; its input shapes come from the file or "
-                     "--input-shape, not --batch/--image (docs/onnx.md)");
+                     "ONNX model file instead of --model; its input shapes come from the file, "
+                     "--input-shape and --batch (docs/onnx.md)");
   command.add_option("--input-shape", flags.input_shapes,
                      "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)");
   command.add_option("--loss", flags.loss, "--onnx: loss over the model's output")
       ->check(CLI::IsMember({"cross-entropy"}));
-  command.add_option("--batch", o.batch, "Batch size")->capture_default_str();
+  command
+      .add_option("--batch", flags.batch,
+                  "Batch size (default 1; with --onnx, the first dimension of every input)")
+      ->check(CLI::PositiveNumber);
   command.add_option("--image", flags.image, "Square image size: height and width in pixels");
   command.add_option("--height", flags.height, "Image height in pixels (default 224)");
   command.add_option("--width", flags.width, "Image width in pixels (default 224)");
@@ -45,7 +48,7 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
 
 namespace {
 
-absl::StatusOr<ir::Graph> ImportWorkload(const WorkloadFlags& flags) {
+absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags) {
   if (flags.image || flags.height || flags.width) {
     return absl::InvalidArgumentError(
         "with --onnx, give image sizes with --input-shape NAME=NxCxHxW instead of "
@@ -56,6 +59,7 @@ absl::StatusOr<ir::Graph> ImportWorkload(const WorkloadFlags& flags) {
     ASSIGN_OR_RETURN(auto input_shape, onnx::ParseInputShape(text));
     options.input_shapes[input_shape.first] = std::move(input_shape.second);
   }
+  options.batch = flags.batch;
   if (flags.loss == "cross-entropy") options.loss = onnx::LossKind::kCrossEntropy;
   options.first_seed = flags.options.seed;
   ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModelFile(flags.onnx, options));
@@ -66,12 +70,12 @@ absl::StatusOr<ir::Graph> ImportWorkload(const WorkloadFlags& flags) {
         "{}: the model's output is not a scalar loss; add one with --loss cross-entropy",
         flags.onnx));
   }
-  return std::move(model.graph);
+  return Workload{std::move(model.graph), std::move(model.initial_values)};
 }
 
 }  // namespace
 
-absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags) {
+absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags) {
   if (flags.model.empty() == flags.onnx.empty()) {
     return absl::InvalidArgumentError("give exactly one of --model and --onnx");
   }
@@ -88,7 +92,9 @@ absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags) {
   }
   if (flags.height) flags.options.height = *flags.height;
   if (flags.width) flags.options.width = *flags.width;
-  return models::BuildModel(flags.model, flags.options);
+  if (flags.batch) flags.options.batch = *flags.batch;
+  ASSIGN_OR_RETURN(ir::Graph graph, models::BuildModel(flags.model, flags.options));
+  return Workload{std::move(graph), {}};
 }
 
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
@@ -107,18 +113,20 @@ void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
 
 std::string DescribeWorkload(const WorkloadFlags& flags) {
   const models::ModelOptions& o = flags.options;
+  const int64_t batch = flags.batch.value_or(o.batch);
   if (!flags.onnx.empty()) {
     std::string text = fmt::format("{} (ONNX)", flags.onnx);
     for (const std::string& shape : flags.input_shapes) text += ", " + shape;
+    if (flags.batch) text += fmt::format(", batch {}", *flags.batch);
     return text;
   }
   if (flags.model == "gpt2") {
-    return fmt::format("gpt2, batch {}, {} layers, {} heads, d_model {}, sequence {}", o.batch,
+    return fmt::format("gpt2, batch {}, {} layers, {} heads, d_model {}, sequence {}", batch,
                        o.n_layer, o.n_head, o.d_model, o.seq_len);
   }
   const int64_t height = flags.image ? *flags.image : flags.height.value_or(o.height);
   const int64_t width = flags.image ? *flags.image : flags.width.value_or(o.width);
-  return fmt::format("{}, batch {}, {}x{}", flags.model, o.batch, height, width);
+  return fmt::format("{}, batch {}, {}x{}", flags.model, batch, height, width);
 }
 
 }  // namespace spillway::cli

@@ -2,7 +2,9 @@
 // `compare` and `train` later), bound to CLI11 flags.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@ struct WorkloadFlags {
   std::string onnx;
   std::vector<std::string> input_shapes;
   std::string loss;
+  std::optional<int64_t> batch;  // the model's default (1), or the file's shapes
   std::optional<int64_t> image;
   std::optional<int64_t> height;
   std::optional<int64_t> width;
@@ -39,9 +42,17 @@ struct PlannerLimitFlags {
 };
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
 
-// Builds the forward graph the flags describe: a built-in model, or an
-// imported ONNX model (whose weights are not kept yet).
-absl::StatusOr<ir::Graph> BuildWorkload(WorkloadFlags flags);
+// A forward graph and, for an ONNX model, the weights in its file.
+struct Workload {
+  ir::Graph graph;
+  // Parameter and buffer name -> value in the IR's layout; empty for a
+  // built-in model, whose parameters are initialized from the seed.
+  std::map<std::string, std::vector<std::byte>> initial_values;
+};
+
+// Builds the workload the flags describe: a built-in model, or an imported
+// ONNX model with its weights.
+absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags);
 
 // "resnet50, batch 1, 8000x8000": the workload in words, for report headers.
 std::string DescribeWorkload(const WorkloadFlags& flags);

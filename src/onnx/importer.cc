@@ -308,19 +308,16 @@ absl::Status Importer::AddGraphInputs() {
     if (!type.has_tensor_type()) {
       return absl::UnimplementedError(fmt::format("input '{}' is not a tensor", input.name()));
     }
+    // ImportModel has written --input-shape and --batch into the file's shapes.
     ir::Shape shape;
-    if (auto it = options_.input_shapes.find(input.name()); it != options_.input_shapes.end()) {
-      shape = it->second;
-    } else {
-      for (const ::onnx::TensorShapeProto::Dimension& dim : type.tensor_type().shape().dim()) {
-        if (!dim.has_dim_value()) {
-          return absl::InvalidArgumentError(fmt::format(
-              "input '{}' has an unknown dimension{}; give its shape with --input-shape {}=...",
-              input.name(), dim.has_dim_param() ? fmt::format(" '{}'", dim.dim_param()) : "",
-              input.name()));
-        }
-        shape.push_back(dim.dim_value());
+    for (const ::onnx::TensorShapeProto::Dimension& dim : type.tensor_type().shape().dim()) {
+      if (!dim.has_dim_value()) {
+        return absl::InvalidArgumentError(fmt::format(
+            "input '{}' has an unknown dimension{}; give its shape with --input-shape {}=...",
+            input.name(), dim.has_dim_param() ? fmt::format(" '{}'", dim.dim_param()) : "",
+            input.name()));
       }
+      shape.push_back(dim.dim_value());
     }
     ir::TensorType ir_type;
     const bool nhwc = shape.size() == 4;
@@ -923,7 +920,24 @@ absl::StatusOr<ImportedModel> ImportModel(std::string_view bytes, const ImportOp
     dims->clear_dim();
     for (int64_t d : shape) dims->add_dim()->set_dim_value(d);
   }
-  if (!options.input_shapes.empty()) {
+  if (options.batch) {
+    if (*options.batch <= 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("the batch must be positive, got {}", *options.batch));
+    }
+    absl::flat_hash_set<std::string> initializers;
+    for (const TensorProto& init : model.graph().initializer()) initializers.insert(init.name());
+    for (::onnx::ValueInfoProto& input : *model.mutable_graph()->mutable_input()) {
+      if (initializers.contains(input.name())) continue;
+      ::onnx::TensorShapeProto* dims = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+      if (dims->dim_size() == 0) {
+        return absl::InvalidArgumentError(fmt::format(
+            "--batch: input '{}' is a scalar, so it has no batch dimension", input.name()));
+      }
+      dims->mutable_dim(0)->set_dim_value(*options.batch);
+    }
+  }
+  if (!options.input_shapes.empty() || options.batch) {
     model.mutable_graph()->clear_value_info();
     for (::onnx::ValueInfoProto& output : *model.mutable_graph()->mutable_output()) {
       output.mutable_type()->mutable_tensor_type()->clear_shape();

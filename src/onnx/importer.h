@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,9 @@ struct ImportOptions {
   // Shapes of graph inputs in ONNX order (NCHW for images), by input name;
   // they replace the shapes in the file.
   std::map<std::string, ir::Shape, std::less<>> input_shapes;
+  // Replaces the first dimension of every input (after input_shapes): the
+  // batch of a model exported with another.
+  std::optional<int64_t> batch;
   // kCrossEntropy: the single output are logits [N, classes]; an i64[N] input
   // "labels" and a cross_entropy_loss node make the output a scalar loss.
   LossKind loss = LossKind::kNone;

@@ -540,6 +540,31 @@ TEST(ImporterTest, InputShapesComeFromTheOptionsWhenGiven) {
   EXPECT_THAT(ImportError(m, options), HasSubstr("the model has no input 'nope'"));
 }
 
+// --batch replaces the first dimension of every input, symbolic or fixed,
+// after --input-shape, and the labels the loss adds follow.
+TEST(ImporterTest, BatchReplacesTheFirstDimensionOfEveryInput) {
+  ModelBuilder m;
+  m.SymbolicInput("x");
+  m.Input("images", {2, 3, 8, 8});
+  m.Node("GlobalAveragePool", {"images"}, {"pooled"});
+  m.Node("Flatten", {"pooled"}, {"flat"});
+  m.Node("Relu", {"x"}, {"y"});
+  m.Node("Add", {"flat", "y"}, {"logits"});
+  m.Output("logits", 2);
+
+  ImportOptions options;
+  options.input_shapes["x"] = {2, 3};
+  options.batch = 5;
+  options.loss = LossKind::kCrossEntropy;
+  const ImportedModel model = ImportOrDie(m, options);
+  EXPECT_EQ(ValueNamed(model.graph, "x").type.shape, (ir::Shape{5, 3}));
+  EXPECT_EQ(ValueNamed(model.graph, "images").type.shape, (ir::Shape{5, 8, 8, 3}));
+  EXPECT_EQ(ValueNamed(model.graph, "labels").type.shape, (ir::Shape{5}));
+
+  options.batch = 0;
+  EXPECT_THAT(ImportError(m, options), HasSubstr("the batch must be positive"));
+}
+
 TEST(ImporterTest, ParseInputShape) {
   const auto parsed = ParseInputShape("input=1x3x224x224");
   ASSERT_TRUE(parsed.ok());
