@@ -4,7 +4,6 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -39,12 +38,6 @@ constexpr float kNoiseAmplitude = 0.5f;
 // Synthetic segmentation images are a kCellsPerSide x kCellsPerSide grid of
 // cells, each one class.
 constexpr int64_t kCellsPerSide = 4;
-
-std::optional<ir::ValueId> FindInput(const ir::Graph& graph, std::string_view name) {
-  std::optional<ir::ValueId> value = graph.FindValue(name);
-  if (!value || graph.value(*value).kind != ir::ValueKind::kInput) return std::nullopt;
-  return value;
-}
 
 bool IsInteger(ir::DType dtype) { return dtype == ir::DType::kI64 || dtype == ir::DType::kI32; }
 
@@ -302,8 +295,9 @@ class ImageDirectory final : public DataSource {
   absl::Status CheckSize(const std::string& path, const Image& image) const {
     if (image.height != task_.height || image.width != task_.width) {
       return absl::InvalidArgumentError(fmt::format(
-          "'{}' is {}x{} (height x width), but the model takes {}x{}: resize the "
-          "images or build the model with --height {} --width {}",
+          "'{}' is {}x{} (height x width), but the model takes {}x{}: resize the images or "
+          "build the model at their size (--height {} --width {}, or --input-shape for an ONNX "
+          "model)",
           path, image.height, image.width, task_.height, task_.width, image.height, image.width));
     }
     return absl::OkStatus();
@@ -377,7 +371,8 @@ absl::StatusOr<std::unique_ptr<DataSource>> ClassificationDirectory(const ir::Gr
   std::sort(classes.begin(), classes.end());
   if (static_cast<int64_t>(classes.size()) > task.classes) {
     return absl::InvalidArgumentError(fmt::format(
-        "'{}' has {} class directories but the model has {} classes: build it with --classes {}",
+        "'{}' has {} class directories but the model has {} classes: build it with --classes {} "
+        "(an ONNX model's classes are its output's last dimension)",
         options.source, classes.size(), task.classes, classes.size()));
   }
   std::vector<Example> examples;
@@ -426,58 +421,74 @@ absl::StatusOr<std::unique_ptr<DataSource>> SegmentationDirectory(const ir::Grap
 }  // namespace
 
 absl::StatusOr<TaskInfo> FindTask(const ir::Graph& graph) {
-  const std::optional<ir::ValueId> images = FindInput(graph, "images");
-  const std::optional<ir::ValueId> tokens = FindInput(graph, "tokens");
-  const std::optional<ir::ValueId> labels = FindInput(graph, "labels");
-  const auto unknown = [&graph]() {
-    return absl::InvalidArgumentError(fmt::format(
-        "graph '{}' has no inputs the trainer can feed: it needs 'images' f32[N,H,W,C] nhwc or "
-        "'tokens' int[B,T], and 'labels'",
-        graph.name()));
-  };
-  if (!labels || images.has_value() == tokens.has_value()) return unknown();
-  TaskInfo task;
-  task.samples_input = images ? *images : *tokens;
-  task.labels_input = *labels;
-  const ir::TensorType& samples = graph.value(task.samples_input).type;
-  const ir::TensorType& label_type = graph.value(task.labels_input).type;
-  if (!IsInteger(label_type.dtype)) return unknown();
-  if (images) {
-    if (samples.dtype != ir::DType::kF32 || samples.rank() != 4 ||
-        samples.layout != ir::Layout::kNHWC) {
-      return unknown();
-    }
-    task.batch = samples.shape[0];
-    task.height = samples.shape[1];
-    task.width = samples.shape[2];
-    task.channels = samples.shape[3];
-    if (label_type.shape == ir::Shape{task.batch}) {
-      task.task = Task::kClassification;
-    } else if (label_type.shape == ir::Shape{task.batch, task.height, task.width}) {
-      task.task = Task::kSegmentation;
-    } else {
-      return unknown();
-    }
-  } else {
-    if (!IsInteger(samples.dtype) || samples.rank() != 2 || label_type.shape != samples.shape) {
-      return unknown();
-    }
-    task.task = Task::kLanguageModel;
-    task.batch = samples.shape[0];
-    task.length = samples.shape[1];
-  }
-  // The loss reads the labels; its logits' last axis counts the classes.
+  // The labels are the graph input a cross_entropy_loss reads as its targets;
+  // the samples, the one other input fed each step.
+  std::vector<const ir::Node*> losses;
   for (const ir::Node& node : graph.nodes()) {
     if (node.op == ir::OpKind::kCrossEntropyLoss && node.inputs.size() == 2 &&
-        node.inputs[1] == task.labels_input) {
-      task.classes = graph.value(node.inputs[0]).type.shape.back();
-      ASSIGN_OR_RETURN(task.ignore_index, node.attrs.GetInt("ignore_index", -100));
+        graph.value(node.inputs[1]).kind == ir::ValueKind::kInput) {
+      losses.push_back(&node);
     }
   }
-  if (task.classes <= 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("graph '{}': no cross_entropy_loss reads 'labels', so the classes are unknown",
-                    graph.name()));
+  if (losses.size() != 1) {
+    return absl::InvalidArgumentError(fmt::format(
+        "graph '{}' has {} cross_entropy_loss nodes over labels fed as a graph input; the "
+        "trainer needs exactly one (an ONNX model gets it with --loss cross-entropy)",
+        graph.name(), losses.size()));
+  }
+  const ir::Node& loss = *losses.front();
+  TaskInfo task;
+  task.labels_input = loss.inputs[1];
+  task.classes = graph.value(loss.inputs[0]).type.shape.back();
+  ASSIGN_OR_RETURN(task.ignore_index, loss.attrs.GetInt("ignore_index", -100));
+
+  std::vector<ir::ValueId> samples;
+  for (ir::ValueId input : graph.InputsOfKind(ir::ValueKind::kInput)) {
+    if (input != task.labels_input) samples.push_back(input);
+  }
+  if (samples.size() != 1) {
+    std::string names;
+    for (ir::ValueId input : samples) {
+      names += fmt::format("{}'{}'", names.empty() ? "" : ", ", graph.value(input).name);
+    }
+    return absl::InvalidArgumentError(fmt::format(
+        "graph '{}' has {} inputs besides the labels ({}); the trainer feeds one: images "
+        "f32[N,H,W,C] nhwc or tokens int[B,T]",
+        graph.name(), samples.size(), names.empty() ? "none" : names));
+  }
+  task.samples_input = samples.front();
+  const ir::Value& samples_value = graph.value(task.samples_input);
+  const ir::Value& labels_value = graph.value(task.labels_input);
+  const ir::TensorType& type = samples_value.type;
+  const ir::TensorType& labels = labels_value.type;
+  const auto unfed = [&]() {
+    return absl::InvalidArgumentError(fmt::format(
+        "graph '{}': the trainer cannot feed input '{}' {} with labels '{}' {}; it feeds images "
+        "f32[N,H,W,C] nhwc with labels int[N] (classification) or int[N,H,W] (segmentation), "
+        "or tokens int[B,T] with labels int[B,T]",
+        graph.name(), samples_value.name, ir::TypeToString(type), labels_value.name,
+        ir::TypeToString(labels)));
+  };
+  if (!IsInteger(labels.dtype)) return unfed();
+  if (type.dtype == ir::DType::kF32) {
+    if (type.rank() != 4 || type.layout != ir::Layout::kNHWC) return unfed();
+    task.batch = type.shape[0];
+    task.height = type.shape[1];
+    task.width = type.shape[2];
+    task.channels = type.shape[3];
+    if (labels.shape == ir::Shape{task.batch}) {
+      task.task = Task::kClassification;
+    } else if (labels.shape == ir::Shape{task.batch, task.height, task.width}) {
+      task.task = Task::kSegmentation;
+    } else {
+      return unfed();
+    }
+  } else if (IsInteger(type.dtype) && type.rank() == 2 && labels.shape == type.shape) {
+    task.task = Task::kLanguageModel;
+    task.batch = type.shape[0];
+    task.length = type.shape[1];
+  } else {
+    return unfed();
   }
   return task;
 }

@@ -3,10 +3,13 @@
 // so a run resumed from a checkpoint at step s sees exactly the batches an
 // uninterrupted run would have seen from s on.
 //
-// Sources recognise the task from the graph's inputs (the model zoo's names):
-// - classification: "images" f32[N,H,W,C] nhwc and "labels" int[N];
-// - segmentation:   "images" f32[N,H,W,C] nhwc and "labels" int[N,H,W];
-// - language model: "tokens" int[B,T] and "labels" int[B,T].
+// Sources recognise the task from the graph's inputs of kind kInput: the
+// labels are the one a cross_entropy_loss reads as its targets, the samples
+// the one other input, whatever their names (the model zoo's "images",
+// "tokens" and "labels", or an imported model's own):
+// - classification: images f32[N,H,W,C] nhwc and labels int[N];
+// - segmentation:   images f32[N,H,W,C] nhwc and labels int[N,H,W];
+// - language model: tokens int[B,T] and labels int[B,T].
 // The number of classes (or the vocabulary) is the last axis of the loss's
 // logits. docs/training.md describes the data each source produces.
 #pragma once
@@ -39,7 +42,9 @@ struct TaskInfo {
   int64_t ignore_index = -100;  // the loss's label to skip
 };
 
-// InvalidArgument if the inputs are not one of the three layouts above.
+// InvalidArgument if the graph has not exactly one such loss, has another
+// number of samples inputs than one, or its inputs are not one of the three
+// layouts above (each error names the inputs and their types).
 absl::StatusOr<TaskInfo> FindTask(const ir::Graph& graph);
 
 // One step's inputs, by graph input.

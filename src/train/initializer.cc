@@ -72,11 +72,30 @@ Init InitFor(const ir::Graph& graph, ir::ValueId id, const std::vector<ir::NodeI
 
 }  // namespace
 
-absl::StatusOr<std::map<ir::ValueId, std::vector<std::byte>>> InitialState(const ir::Graph& graph,
-                                                                           uint64_t seed) {
-  const std::vector<std::vector<ir::NodeId>> users = graph.Users();
+absl::StatusOr<std::map<ir::ValueId, std::vector<std::byte>>> InitialState(
+    const ir::Graph& graph, uint64_t seed, const NamedValues& given) {
   std::map<ir::ValueId, std::vector<std::byte>> state;
+  for (const auto& [name, bytes] : given) {
+    const std::optional<ir::ValueId> id = graph.FindValue(name);
+    if (!id || (graph.value(*id).kind != ir::ValueKind::kParameter &&
+                graph.value(*id).kind != ir::ValueKind::kBuffer)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "an initial value is given for '{}', but graph '{}' has no parameter or buffer of "
+          "that name",
+          name, graph.name()));
+    }
+    const ir::Value& value = graph.value(*id);
+    if (static_cast<int64_t>(bytes.size()) != value.type.bytes()) {
+      return absl::InvalidArgumentError(
+          fmt::format("the initial value of {} '{}' has {} bytes, but its type {} takes {}",
+                      ir::ValueKindName(value.kind), name, bytes.size(),
+                      ir::TypeToString(value.type), value.type.bytes()));
+    }
+    state[*id] = bytes;
+  }
+  const std::vector<std::vector<ir::NodeId>> users = graph.Users();
   for (ir::ValueId id : PersistentValues(graph)) {
+    if (state.contains(id)) continue;
     const ir::Value& value = graph.value(id);
     std::vector<std::byte> bytes(static_cast<size_t>(value.type.bytes()));
     if (value.kind == ir::ValueKind::kOptimizerState && value.type.dtype == ir::DType::kI64 &&

@@ -1,5 +1,6 @@
-// Initial values of a training graph's persistent state, from a seed. The
-// role of each parameter comes from the node that reads it:
+// Initial values of a training graph's persistent state: the given values
+// (an imported model's weights) and, for everything else, values from a
+// seed. The role of each parameter comes from the node that reads it:
 //   convolution weights  Kaiming-uniform for ReLU: U(-b, b), b = sqrt(6 / fan_in),
 //                        fan_in = KH * KW * C_in / groups (OHWI)
 //   linear weights       U(-b, b), b = 1 / sqrt(in_features) (PyTorch's default)
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,9 +30,15 @@ namespace spillway::train {
 // bias correction divides by 1 - beta^step, which must not be 0.
 inline constexpr int64_t kAdamInitialStep = 1;
 
-// The bytes of every persistent value (PersistentValues(graph)). Errors: a
-// parameter or state that is not f32 (Adam's i64 step aside).
-absl::StatusOr<std::map<ir::ValueId, std::vector<std::byte>>> InitialState(const ir::Graph& graph,
-                                                                           uint64_t seed);
+// Parameter and buffer name -> its bytes in the IR's layout.
+using NamedValues = std::map<std::string, std::vector<std::byte>>;
+
+// The bytes of every persistent value (PersistentValues(graph)): a parameter
+// or buffer named in `given` starts from those bytes, every other value from
+// the seed. Errors: a name in `given` that is no parameter or buffer of the
+// graph, or bytes of another size than its type's (both named); a value drawn
+// from the seed that is not f32 (Adam's i64 step aside).
+absl::StatusOr<std::map<ir::ValueId, std::vector<std::byte>>> InitialState(
+    const ir::Graph& graph, uint64_t seed, const NamedValues& given = {});
 
 }  // namespace spillway::train

@@ -22,6 +22,7 @@
 
 #include "analysis/hardware.h"
 #include "backends/cpu/cpu_backend.h"
+#include "models/layers.h"
 #include "models/models.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
@@ -66,6 +67,23 @@ models::ModelOptions TinyGpt2() {
   options.vocab = 11;
   options.dropout = 0.1;
   return options;
+}
+
+// A classifier named as an imported ONNX model is: the image input and the
+// labels have their own names. conv 3x3 -> relu -> global pool -> linear over
+// `input` f32[2,8,8,3] nhwc and `labels` i64[2], 5 classes.
+ir::Graph ImportedClassifier(const std::string& input, const std::string& labels) {
+  ir::Graph graph("imported");
+  models::NetBuilder net(graph, 0);
+  ir::ValueId x = net.Input(input, ir::Activation({2, 8, 8, 3}));
+  const ir::ValueId targets = net.Input(labels, ir::I64({2}));
+  x = net.Relu("relu", net.Conv2d("conv", x, 4, 3));
+  x = net.Op(ir::OpKind::kGlobalAvgPool, {x}, {}, "pool");
+  x = net.Op(ir::OpKind::kFlatten, {x}, {{"axis", int64_t{1}}}, "flatten");
+  x = net.Linear("fc", x, 5);
+  net.Output(net.Op(ir::OpKind::kCrossEntropyLoss, {x, targets}, {}, "loss"));
+  EXPECT_TRUE(net.ok()) << net.status();
+  return graph;
 }
 
 // A fresh directory under the test's temporary directory.
@@ -160,6 +178,49 @@ TEST(FindTask, RecognisesTheModelZoosInputs) {
   EXPECT_EQ(gpt2->task, Task::kLanguageModel);
   EXPECT_EQ(gpt2->classes, 11);
   EXPECT_EQ(gpt2->length, 8);
+}
+
+TEST(FindTask, TakesAnyNamesForTheSamplesAndTheLabelsTheLossReads) {
+  const ir::Graph graph = ImportedClassifier("x.1", "targets");
+  absl::StatusOr<TaskInfo> task = FindTask(graph);
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->task, Task::kClassification);
+  EXPECT_EQ(task->samples_input, *graph.FindValue("x.1"));
+  EXPECT_EQ(task->labels_input, *graph.FindValue("targets"));
+  EXPECT_EQ(task->batch, 2);
+  EXPECT_EQ(task->height, 8);
+  EXPECT_EQ(task->channels, 3);
+  EXPECT_EQ(task->classes, 5);
+
+  auto source = MakeDataSource(graph, {.source = "synthetic", .seed = 1});
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<Batch> batch = (*source)->BatchForStep(0);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->inputs.at(task->samples_input).size(), 2u * 8 * 8 * 3 * 4);
+  EXPECT_EQ(batch->inputs.at(task->labels_input).size(), 2u * 8);
+}
+
+TEST(FindTask, ErrorsNameTheInputsItCannotFeed) {
+  ir::Graph two_inputs = ImportedClassifier("x", "labels");
+  two_inputs.AddInput("mask", ir::Activation({2, 8, 8, 1}));
+  EXPECT_THAT(FindTask(two_inputs).status().message(),
+              HasSubstr("has 2 inputs besides the labels ('x', 'mask')"));
+
+  // Features rather than images: f32[N, F].
+  ir::Graph features("features");
+  models::NetBuilder net(features, 0);
+  const ir::ValueId x = net.Input("x", ir::F32({2, 6}));
+  const ir::ValueId labels = net.Input("labels", ir::I64({2}));
+  net.Output(net.Op(ir::OpKind::kCrossEntropyLoss, {net.Linear("fc", x, 3), labels}, {}, "loss"));
+  ASSERT_TRUE(net.ok()) << net.status();
+  EXPECT_THAT(FindTask(features).status().message(),
+              HasSubstr("cannot feed input 'x' f32[2,6] with labels 'labels' i64[2]"));
+
+  // No loss over fed labels.
+  ir::Graph no_loss("no_loss");
+  no_loss.AddInput("x", ir::Activation({2, 8, 8, 3}));
+  EXPECT_THAT(FindTask(no_loss).status().message(),
+              HasSubstr("has 0 cross_entropy_loss nodes over labels fed as a graph input"));
 }
 
 TEST(SyntheticData, IsAFunctionOfSeedAndStep) {
@@ -688,6 +749,68 @@ TEST(Trainer, ResumingContinuesBitwiseAsIfNeverStopped) {
   EXPECT_THAT((*wrong)->Resume(path.string()).message(), HasSubstr("resume with --seed 7"));
   EXPECT_EQ(*(*wrong)->StateChecksum(), before);
   EXPECT_EQ((*wrong)->steps_done(), 0);
+}
+
+// The bytes of a persistent value as the runtime holds it.
+std::vector<std::byte> Held(Trainer& trainer, const std::string& name) {
+  const ir::Graph& graph = trainer.training().graph;
+  const ir::ValueId id = *graph.FindValue(name);
+  std::vector<std::byte> bytes(static_cast<size_t>(graph.value(id).type.bytes()));
+  EXPECT_TRUE(trainer.runtime().Read(id, bytes).ok());
+  return bytes;
+}
+
+std::vector<std::byte> FloatBytes(size_t count, float value) {
+  const std::vector<float> floats(count, value);
+  std::vector<std::byte> bytes(count * 4);
+  std::memcpy(bytes.data(), floats.data(), bytes.size());
+  return bytes;
+}
+
+TEST(Trainer, StartsFromTheGivenValuesAndTheSeedForTheRest) {
+  const ir::Graph forward = Model("resnet18", TinyResNet());
+  backends::cpu::CpuBackend backend({.threads = 1});
+  TrainerOptions options = CpuOptions(int64_t{1} << 30, "none");
+  options.data.seed = 3;
+  // fc is [4, 64] at base width 8; bn1 has 8 channels.
+  const NamedValues given = {{"fc.weight", FloatBytes(4 * 64, 0.25f)},
+                             {"bn1.running_var", FloatBytes(8, 2.0f)}};
+  options.initial_values = &given;
+  auto trainer = Trainer::Create(forward, options, backend);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ(Held(**trainer, "fc.weight"), given.at("fc.weight"));
+  EXPECT_EQ(Held(**trainer, "bn1.running_var"), given.at("bn1.running_var"));
+  const ir::Graph& graph = (*trainer)->training().graph;
+  auto seeded = InitialState(graph, 3);
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  EXPECT_EQ(Held(**trainer, "conv1.weight"), seeded->at(*graph.FindValue("conv1.weight")));
+
+  // A checkpoint wins over both.
+  TrainerOptions plain_options = options;
+  plain_options.initial_values = nullptr;
+  auto plain = Trainer::Create(forward, plain_options, backend);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const fs::path path = TempDir("initial_values") / "plain.ckpt";
+  ASSERT_TRUE((*plain)->Save(path.string()).ok());
+  ASSERT_TRUE((*trainer)->Resume(path.string()).ok());
+  EXPECT_EQ(*(*trainer)->StateChecksum(), *(*plain)->StateChecksum());
+  EXPECT_EQ(Held(**trainer, "fc.weight"), seeded->at(*graph.FindValue("fc.weight")));
+}
+
+TEST(Trainer, InitialValuesOfAnotherSizeOrNameAreClearErrors) {
+  const ir::Graph forward = Model("resnet18", TinyResNet());
+  backends::cpu::CpuBackend backend({.threads = 1});
+  TrainerOptions options = CpuOptions(int64_t{1} << 30, "none");
+  const NamedValues short_weight = {{"fc.weight", FloatBytes(1, 0.0f)}};
+  options.initial_values = &short_weight;
+  EXPECT_THAT(Trainer::Create(forward, options, backend).status().message(),
+              HasSubstr("the initial value of param 'fc.weight' has 4 bytes, but its type "
+                        "f32[4,64] takes 1024"));
+  const NamedValues unknown = {{"fc.weights", FloatBytes(4 * 64, 0.0f)}};
+  options.initial_values = &unknown;
+  EXPECT_THAT(Trainer::Create(forward, options, backend).status().message(),
+              HasSubstr("an initial value is given for 'fc.weights', but graph 'resnet18' has no "
+                        "parameter or buffer of that name"));
 }
 
 TEST(Trainer, AnInfeasibleBudgetNamesTheSmallestArena) {

@@ -23,6 +23,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
                                                          backends::Backend& backend) {
   std::unique_ptr<Trainer> trainer(new Trainer());
   trainer->options_ = options;
+  // Read in Create only: the caller's values need not outlive it.
+  trainer->options_.initial_values = nullptr;
   ASSIGN_OR_RETURN(autodiff::TrainingGraph training,
                    autodiff::BuildTrainingGraph(forward, options.optimizer));
   // The Program and the runtime point into the graph: it stays where it is.
@@ -30,6 +32,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
   const ir::Graph& graph = trainer->training_->graph;
   ASSIGN_OR_RETURN(trainer->task_, FindTask(graph));
   ASSIGN_OR_RETURN(trainer->data_, MakeDataSource(graph, options.data));
+  // Before planning, so that bad initial values fail fast.
+  const NamedValues none;
+  ASSIGN_OR_RETURN(
+      const auto state,
+      InitialState(graph, options.data.seed,
+                   options.initial_values != nullptr ? *options.initial_values : none));
 
   const analysis::RooflineCostModel cost_model(options.hardware, {});
   planner::PlannerOptions planner_options;
@@ -50,7 +58,6 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
   ASSIGN_OR_RETURN(trainer->runtime_, runtime::Runtime::Create(trainer->plan_.best.program, backend,
                                                                options.budget_bytes));
 
-  ASSIGN_OR_RETURN(const auto state, InitialState(graph, options.data.seed));
   for (const auto& [value, bytes] : state) {
     RETURN_IF_ERROR(trainer->runtime_->Write(value, bytes));
   }

@@ -2,10 +2,11 @@
 // budget. It builds the training graph, plans it with one policy for the
 // budget and a hardware profile, builds the Program, and runs it step after
 // step on a backend through the runtime: write the batch, run the step, read
-// the loss, advance Adam's step counter. It initializes the parameters from a
-// seed or resumes from a checkpoint; a resumed run continues bitwise as if it
-// had never stopped (the data, dropout masks and Adam's counter are functions
-// of the seed and the step, and the checkpoint holds everything else).
+// the loss, advance Adam's step counter. It initializes the parameters from
+// given values (an imported model's weights) and a seed, or resumes from a
+// checkpoint; a resumed run continues bitwise as if it had never stopped
+// (the data, dropout masks and Adam's counter are functions of the seed and
+// the step, and the checkpoint holds everything else).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "planner/planner.h"
 #include "runtime/runtime.h"
 #include "train/data.h"
+#include "train/initializer.h"
 #include "train/progress.h"
 
 namespace spillway::train {
@@ -33,9 +35,14 @@ struct TrainerOptions {
   analysis::HardwareProfile hardware;  // what the planner costs the step with
   double plan_time_limit_s = 1.5;
   int plan_max_evaluations = 0;
-  // Source and seed of the data; the seed also initializes the parameters. It
-  // should be the seed the forward graph's dropout nodes were built with.
+  // Source and seed of the data; the seed also initializes the parameters
+  // that `initial_values` does not name. It should be the seed the forward
+  // graph's dropout nodes were built with.
   DataOptions data;
+  // Parameters and buffers to start from these bytes rather than from the
+  // seed (an imported model's weights). Read by Trainer::Create only, so it
+  // need not outlive it; null: none.
+  const NamedValues* initial_values = nullptr;
 };
 
 struct StepStats {
@@ -75,15 +82,18 @@ struct RunOptions {
 class Trainer {
  public:
   // Plans, creates the runtime on `backend` (which must outlive the trainer)
-  // and initializes the state from options.data.seed. Errors: a bad graph or
-  // data source; a budget below the smallest arena the policy reaches (named).
+  // and initializes the state from options.initial_values and
+  // options.data.seed. Errors: a bad graph or data source; a budget below the
+  // smallest arena the policy reaches (named); an initial value that names no
+  // parameter or buffer, or has another size than its type.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const ir::Graph& forward,
                                                          const TrainerOptions& options,
                                                          backends::Backend& backend);
   ~Trainer();
 
-  // Loads a checkpoint: every persistent value and the step. Nothing changes
-  // on error (missing, corrupt, another model or optimizer, another seed).
+  // Loads a checkpoint: every persistent value and the step, replacing the
+  // initial state whatever its source. Nothing changes on error (missing,
+  // corrupt, another model or optimizer, another seed).
   absl::Status Resume(const std::string& path);
   absl::Status Save(const std::string& path) const;
 
