@@ -165,6 +165,35 @@ void MulGrad(GradientContext& c) {
   }
 }
 
+// -g as 0 - g: the IR has no negation op, and the zero is a one-element fill
+// that sub broadcasts. g's shape and layout carry over to the result.
+ValueId Negate(GradientContext& c, ValueId g, const std::string& suffix) {
+  const ValueId zero =
+      c.EmitOne(OpKind::kFill, {}, {{"shape", IntList{}}, {"value", 0.0}}, suffix + ".zero");
+  return c.EmitOne(OpKind::kSub, {zero, g}, {}, suffix + ".negate");
+}
+
+// y = a - b: da = dy, db = -dy, each summed over its broadcast axes. b's
+// gradient is negated after the sum, where it has b's (often smaller) size.
+void SubGrad(GradientContext& c) {
+  if (c.wants(0)) c.SetInputGrad(0, c.ReduceTo(c.dy(), c.type(c.input(0)), ".0"));
+  if (c.wants(1)) {
+    c.SetInputGrad(1, Negate(c, c.ReduceTo(c.dy(), c.type(c.input(1)), ".1"), ".1"));
+  }
+}
+
+// y = a / b: da = dy / b and db = -dy·a/b² = -(dy / b)·y, so both share dy / b
+// and the rule saves b, and y only when b needs a gradient. y rather than a:
+// the consumer of y often saves it anyway, and a would take a third product.
+void DivGrad(GradientContext& c) {
+  const ValueId dy_over_b = c.EmitOne(OpKind::kDiv, {c.dy(), c.input(1)}, {}, ".0");
+  if (c.wants(0)) c.SetInputGrad(0, c.ReduceTo(dy_over_b, c.type(c.input(0)), ".0"));
+  if (c.wants(1)) {
+    const ValueId product = c.EmitOne(OpKind::kMul, {dy_over_b, c.output(0)}, {}, ".1");
+    c.SetInputGrad(1, Negate(c, c.ReduceTo(product, c.type(c.input(1)), ".1"), ".1"));
+  }
+}
+
 void ConcatGrad(GradientContext& c) {
   const int64_t rank = c.type(c.output(0)).rank();
   int64_t axis = c.node().attrs.Int("axis");
@@ -247,7 +276,10 @@ void TransposeGrad(GradientContext& c) {
   IntList inverse(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
     inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  c.SetInputGrad(0, c.EmitOne(OpKind::kTranspose, {c.dy()}, {{"perm", inverse}}, ""));
+  // dx carries x's layout tag, which a permutation back alone would drop.
+  const std::string layout(ir::LayoutName(c.type(c.input(0)).layout));
+  c.SetInputGrad(
+      0, c.EmitOne(OpKind::kTranspose, {c.dy()}, {{"perm", inverse}, {"layout", layout}}, ""));
 }
 
 void ShapeOnlyGrad(GradientContext& c, OpKind backward) {
@@ -263,14 +295,20 @@ bool HasGradientRule(OpKind op) {
     case OpKind::kBatchNorm:
     case OpKind::kRelu:
     case OpKind::kGelu:
+    case OpKind::kSigmoid:
+    case OpKind::kTanh:
+    case OpKind::kLeakyRelu:
     case OpKind::kMaxPool:
     case OpKind::kAvgPool:
     case OpKind::kGlobalAvgPool:
     case OpKind::kAdd:
     case OpKind::kMul:
+    case OpKind::kSub:
+    case OpKind::kDiv:
     case OpKind::kConcat:
     case OpKind::kSlice:
     case OpKind::kResizeBilinear:
+    case OpKind::kResizeNearest:
     case OpKind::kMatMul:
     case OpKind::kLinear:
     case OpKind::kSoftmax:
@@ -314,6 +352,16 @@ absl::Status ApplyGradientRule(GradientContext& c) {
       c.SetInputGrad(0, c.EmitOne(OpKind::kGeluBackward, {c.dy(), c.input(0)},
                                   Only(attrs, {"approximate"}), ""));
       break;
+    case OpKind::kSigmoid:
+      UnaryFromOutput(c, OpKind::kSigmoidBackward, {});  // σ' = y·(1-y)
+      break;
+    case OpKind::kTanh:
+      UnaryFromOutput(c, OpKind::kTanhBackward, {});  // tanh' = 1-y²
+      break;
+    case OpKind::kLeakyRelu:
+      c.SetInputGrad(0, c.EmitOne(OpKind::kLeakyReluBackward, {c.dy(), c.input(0)},
+                                  Only(attrs, {"alpha"}), ""));
+      break;
     case OpKind::kMaxPool:
       c.SetInputGrad(
           0, c.EmitOne(OpKind::kMaxPoolBackward, {c.dy(), c.input(0), c.output(0)}, attrs, ""));
@@ -333,11 +381,21 @@ absl::Status ApplyGradientRule(GradientContext& c) {
                                        c.type(c.input(0)).shape),
                                   ""));
       break;
+    case OpKind::kResizeNearest:
+      c.SetInputGrad(0, c.EmitOne(OpKind::kResizeNearestBackward, {c.dy()},
+                                  {{"input_shape", c.type(c.input(0)).shape}}, ""));
+      break;
     case OpKind::kAdd:
       AddGrad(c);
       break;
+    case OpKind::kSub:
+      SubGrad(c);
+      break;
     case OpKind::kMul:
       MulGrad(c);
+      break;
+    case OpKind::kDiv:
+      DivGrad(c);
       break;
     case OpKind::kConcat:
       ConcatGrad(c);

@@ -105,6 +105,26 @@ std::vector<RuleCase> RuleCases() {
                    },
                    {OpKind::kGeluBackward},
                    {"x"}});
+  cases.push_back({"sigmoid",
+                   [](ir::GraphBuilder& b) {
+                     return b.Op(OpKind::kSigmoid, {b.Parameter("x", F32({3, 4}))}, {}, "y");
+                   },
+                   {OpKind::kSigmoidBackward},
+                   {"y"}});  // the derivative is a function of the output
+  cases.push_back(
+      {"tanh",
+       [](ir::GraphBuilder& b) {
+         return b.Op(OpKind::kTanh, {b.Parameter("x", Activation({1, 2, 2, 3}))}, {}, "y");
+       },
+       {OpKind::kTanhBackward},
+       {"y"}});
+  cases.push_back(
+      {"leaky_relu",
+       [](ir::GraphBuilder& b) {
+         return b.Op(OpKind::kLeakyRelu, {b.Parameter("x", F32({3, 4}))}, {{"alpha", 0.2}}, "y");
+       },
+       {OpKind::kLeakyReluBackward},
+       {"x"}});
   cases.push_back({"max_pool",
                    [](ir::GraphBuilder& b) {
                      return b.Op(OpKind::kMaxPool, {b.Parameter("x", Activation({1, 4, 4, 2}))},
@@ -147,6 +167,32 @@ std::vector<RuleCase> RuleCases() {
                    },
                    {OpKind::kMul, OpKind::kReduceSum},
                    {"x", "s"}});
+  cases.push_back({"sub_broadcast_both_ways",
+                   [](ir::GraphBuilder& b) {
+                     // As add: b's gradient is summed over axis 1, then negated.
+                     const ValueId a = b.Parameter("a", F32({3, 1}));
+                     const ValueId other = b.Parameter("b", F32({2, 1, 5}));
+                     return b.Op(OpKind::kSub, {a, other}, {}, "y");
+                   },
+                   {OpKind::kReduceSum, OpKind::kReshape, OpKind::kFill, OpKind::kSub},
+                   {}});
+  cases.push_back({"div_by_channel_scale",
+                   [](ir::GraphBuilder& b) {
+                     const ValueId x = b.Parameter("x", Activation({2, 2, 2, 4}));
+                     const ValueId scale = b.Parameter("s", F32({4}));
+                     return b.Op(OpKind::kDiv, {x, scale}, {}, "y");
+                   },
+                   {OpKind::kDiv, OpKind::kMul, OpKind::kReduceSum, OpKind::kSub},
+                   {"s", "y"}});
+  cases.push_back({"div_by_constant",
+                   [](ir::GraphBuilder& b) {
+                     // Only the dividend needs a gradient: y is not saved.
+                     const ValueId x = b.Parameter("x", F32({3, 4}));
+                     const ValueId divisor = b.Input("d", F32({4}));
+                     return b.Op(OpKind::kDiv, {x, divisor}, {}, "y");
+                   },
+                   {OpKind::kDiv},
+                   {"d"}});
   cases.push_back({"concat_channels",
                    [](ir::GraphBuilder& b) {
                      const ValueId x0 = b.Parameter("x0", Activation({1, 2, 2, 3}));
@@ -173,6 +219,14 @@ std::vector<RuleCase> RuleCases() {
                                  {{"size", IntList{4, 6}}}, "y");
                    },
                    {OpKind::kResizeBilinearBackward},
+                   {}});
+  cases.push_back({"resize_nearest",
+                   [](ir::GraphBuilder& b) {
+                     return b.Op(OpKind::kResizeNearest,
+                                 {b.Parameter("x", Activation({1, 2, 3, 2}))},
+                                 {{"size", IntList{5, 6}}}, "y");
+                   },
+                   {OpKind::kResizeNearestBackward},
                    {}});
   for (const bool transpose_a : {false, true}) {
     for (const bool transpose_b : {false, true}) {
@@ -346,8 +400,8 @@ TEST(GradientRules, EveryDifferentiableForwardOpHasARule) {
   }
   SPILLWAY_FORWARD_OPS(SPILLWAY_CHECK_RULE)
 #undef SPILLWAY_CHECK_RULE
-  // docs/ops.md's forward table has 24 ops; fill is the only one without a gradient.
-  EXPECT_EQ(differentiable, 23);
+  // docs/ops.md's forward table has 30 ops; fill is the only one without a gradient.
+  EXPECT_EQ(differentiable, 29);
   EXPECT_FALSE(HasGradientRule(OpKind::kFill));
   EXPECT_FALSE(HasGradientRule(OpKind::kReduceSum));
 }

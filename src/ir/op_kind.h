@@ -13,14 +13,20 @@ namespace spillway::ir {
   X(BatchNorm, "batch_norm")                \
   X(Relu, "relu")                           \
   X(Gelu, "gelu")                           \
+  X(Sigmoid, "sigmoid")                     \
+  X(Tanh, "tanh")                           \
+  X(LeakyRelu, "leaky_relu")                \
   X(MaxPool, "max_pool")                    \
   X(AvgPool, "avg_pool")                    \
   X(GlobalAvgPool, "global_avg_pool")       \
   X(Add, "add")                             \
   X(Mul, "mul")                             \
+  X(Sub, "sub")                             \
+  X(Div, "div")                             \
   X(Concat, "concat")                       \
   X(Slice, "slice")                         \
   X(ResizeBilinear, "resize_bilinear")      \
+  X(ResizeNearest, "resize_nearest")        \
   X(MatMul, "matmul")                       \
   X(Linear, "linear")                       \
   X(Softmax, "softmax")                     \
@@ -40,11 +46,15 @@ namespace spillway::ir {
   X(BatchNormBackward, "batch_norm_backward")                \
   X(ReluBackward, "relu_backward")                           \
   X(GeluBackward, "gelu_backward")                           \
+  X(SigmoidBackward, "sigmoid_backward")                     \
+  X(TanhBackward, "tanh_backward")                           \
+  X(LeakyReluBackward, "leaky_relu_backward")                \
   X(MaxPoolBackward, "max_pool_backward")                    \
   X(AvgPoolBackward, "avg_pool_backward")                    \
   X(GlobalAvgPoolBackward, "global_avg_pool_backward")       \
   X(SliceBackward, "slice_backward")                         \
   X(ResizeBilinearBackward, "resize_bilinear_backward")      \
+  X(ResizeNearestBackward, "resize_nearest_backward")        \
   X(LinearBackwardWeight, "linear_backward_weight")          \
   X(SoftmaxBackward, "softmax_backward")                     \
   X(LogSoftmaxBackward, "log_softmax_backward")              \

@@ -1,5 +1,6 @@
-// Reference kernels of the element-wise ops: relu, gelu, dropout and their
-// gradients, broadcasting add and mul, and add_n.
+// Reference kernels of the element-wise ops: relu, gelu, sigmoid, tanh,
+// leaky_relu, dropout and their gradients, broadcasting add, sub, mul and div,
+// and add_n.
 //
 // Every op here may be handed an input's buffer as its output
 // (may_overwrite_inputs), so each loop reads element i of its inputs before it
@@ -69,6 +70,13 @@ absl::StatusOr<bool> IsTanhGelu(const KernelCall& call) {
     return KernelError(call, fmt::format("unknown approximate \"{}\"", approximate));
   }
   return approximate == "tanh";
+}
+
+// The slope below zero; 0.01 when absent, as the registry's default.
+template <typename T>
+absl::StatusOr<T> LeakyReluAlpha(const KernelCall& call) {
+  ASSIGN_OR_RETURN(double alpha, NodeAttr(call, call.node.attrs.GetFloat("alpha", 0.01)));
+  return static_cast<T>(alpha);
 }
 
 // GELU's constants, rounded once from double. The tanh form is
@@ -201,6 +209,50 @@ absl::Status RunGeluBackward(const KernelCall& call) {
 }
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(GeluBackward);
 
+// 1/(1 + exp(-x)): exp(-x) overflows to inf for very negative x, giving 0, and
+// underflows to 0 for very positive x, giving 1; no NaN for finite x.
+template <typename T>
+absl::Status RunSigmoid(const KernelCall& call) {
+  return MapUnary<T>(call, [](T x, int64_t) { return T(1) / (T(1) + std::exp(-x)); });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Sigmoid);
+
+// Inputs dy and sigmoid's output y: σ'(x) = y·(1 - y).
+template <typename T>
+absl::Status RunSigmoidBackward(const KernelCall& call) {
+  return MapGradient<T>(call, [](T dy, T y) { return dy * y * (T(1) - y); });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(SigmoidBackward);
+
+template <typename T>
+absl::Status RunTanh(const KernelCall& call) {
+  return MapUnary<T>(call, [](T x, int64_t) { return std::tanh(x); });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Tanh);
+
+// Inputs dy and tanh's output y: tanh'(x) = 1 - y².
+template <typename T>
+absl::Status RunTanhBackward(const KernelCall& call) {
+  return MapGradient<T>(call, [](T dy, T y) { return dy * (T(1) - y * y); });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(TanhBackward);
+
+// x > 0 ? x : alpha·x, so that NaN passes through, as in PyTorch.
+template <typename T>
+absl::Status RunLeakyRelu(const KernelCall& call) {
+  ASSIGN_OR_RETURN(T alpha, LeakyReluAlpha<T>(call));
+  return MapUnary<T>(call, [alpha](T x, int64_t) { return x > T(0) ? x : alpha * x; });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(LeakyRelu);
+
+// Inputs dy and leaky_relu's input x; at x = 0 the slope is alpha (PyTorch's choice).
+template <typename T>
+absl::Status RunLeakyReluBackward(const KernelCall& call) {
+  ASSIGN_OR_RETURN(T alpha, LeakyReluAlpha<T>(call));
+  return MapGradient<T>(call, [alpha](T dy, T x) { return x > T(0) ? dy : alpha * dy; });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(LeakyReluBackward);
+
 template <typename T>
 absl::Status RunDropout(const KernelCall& call) {
   return ApplyDropout<T>(call);
@@ -221,10 +273,24 @@ absl::Status RunAdd(const KernelCall& call) {
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Add);
 
 template <typename T>
+absl::Status RunSub(const KernelCall& call) {
+  return BroadcastBinary<T>(call, [](auto a, auto b) { return WrappingSub(a, b); });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Sub);
+
+template <typename T>
 absl::Status RunMul(const KernelCall& call) {
   return BroadcastBinary<T>(call, [](auto a, auto b) { return WrappingMul(a, b); });
 }
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Mul);
+
+// IEEE division: b = 0 gives ±inf or NaN. Floating point only, as the registry says.
+template <typename T>
+absl::Status RunDiv(const KernelCall& call) {
+  RETURN_IF_ERROR(ExpectFloatInput(call, 0));
+  return BroadcastBinary<T>(call, [](auto a, auto b) { return a / b; });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Div);
 
 // y = x0 + x1 + ..., summed in input order (in double for f32), of one type.
 template <typename T>

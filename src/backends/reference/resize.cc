@@ -1,11 +1,19 @@
-// Bilinear resize of NHWC activations and its backward op, with PyTorch's
-// source coordinates (F.interpolate(mode="bilinear")):
+// Bilinear and nearest resize of NHWC activations and their backward ops.
+//
+// Bilinear uses PyTorch's source coordinates (F.interpolate(mode="bilinear")):
 // - align_corners=true maps the corner pixels onto each other:
 //   src = dst * (in - 1) / (out - 1), and src = 0 when out == 1;
 // - align_corners=false maps pixel centres: src = (dst + 0.5) * in / out - 0.5,
 //   clamped below at 0.
 // An output interpolates between floor(src) and the next input pixel (the
 // same pixel at the last row or column).
+//
+// Nearest copies the input pixel floor(dst * in / out) along each axis:
+// PyTorch's mode="nearest", and ONNX Resize with mode="nearest",
+// coordinate_transformation_mode="asymmetric" and nearest_mode="floor". The
+// index is computed exactly in integers (PyTorch multiplies by a float scale
+// in/out, which agrees for whole upsampling factors), and dst < out makes it
+// smaller than in: no clamp is needed.
 #include <cstdint>
 
 #include "backends/reference/ops.h"
@@ -63,6 +71,22 @@ void ForEachOutputPixel(const ir::Shape& x, const ir::Shape& y, bool align_corne
   }
 }
 
+// Calls pixel(x_offset, y_offset), the offsets of channel 0, for every output
+// pixel of y [N, OH, OW, C] and the input pixel of x [N, H, W, C] it copies,
+// in NHWC order of y.
+template <typename Pixel>
+void ForEachNearestPixel(const ir::Shape& x, const ir::Shape& y, Pixel pixel) {
+  for (int64_t n = 0; n < y[0]; ++n) {
+    for (int64_t oh = 0; oh < y[1]; ++oh) {
+      const int64_t h = oh * x[1] / y[1];
+      for (int64_t ow = 0; ow < y[2]; ++ow) {
+        const int64_t w = ow * x[2] / y[2];
+        pixel(NhwcOffset(x, n, h, w, 0), NhwcOffset(y, n, oh, ow, 0));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -114,7 +138,45 @@ absl::Status RunResizeBilinearBackward(const KernelCall& call) {
   return absl::OkStatus();
 }
 
+template <typename T>
+absl::Status RunResizeNearest(const KernelCall& call) {
+  RETURN_IF_ERROR(ExpectInputs(call, {0}));
+  RETURN_IF_ERROR(ExpectOutput(call, 0));
+  const TensorRef& y = call.outputs[0];
+  if (y.data == nullptr) return absl::OkStatus();
+  const ir::Shape& x_shape = call.inputs[0].type->shape;
+  const int64_t channels = x_shape[3];
+  const T* x = call.inputs[0].as<const T>();
+  T* y_data = y.as<T>();
+  ForEachNearestPixel(x_shape, y.type->shape, [&](int64_t xi, int64_t yi) {
+    for (int64_t c = 0; c < channels; ++c) y_data[yi + c] = x[xi + c];
+  });
+  return absl::OkStatus();
+}
+
+// Input dy; attribute input_shape. Each dy is added to the input pixel its
+// output copied, in NHWC order of dy: a fixed summation order, so the result
+// is deterministic.
+template <typename T>
+absl::Status RunResizeNearestBackward(const KernelCall& call) {
+  RETURN_IF_ERROR(ExpectInputs(call, {0}));
+  RETURN_IF_ERROR(ExpectOutput(call, 0));
+  const TensorRef& dx = call.outputs[0];
+  if (dx.data == nullptr) return absl::OkStatus();
+  const ir::Shape& x_shape = dx.type->shape;
+  const int64_t channels = x_shape[3];
+  const T* dy = call.inputs[0].as<const T>();
+  T* dx_data = dx.as<T>();
+  FillZero<T>(dx);
+  ForEachNearestPixel(x_shape, call.inputs[0].type->shape, [&](int64_t xi, int64_t yi) {
+    for (int64_t c = 0; c < channels; ++c) dx_data[xi + c] += dy[yi + c];
+  });
+  return absl::OkStatus();
+}
+
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(ResizeBilinear);
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(ResizeBilinearBackward);
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(ResizeNearest);
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(ResizeNearestBackward);
 
 }  // namespace spillway::backends::reference

@@ -425,6 +425,38 @@ TEST(ResizeBilinearTest, BackwardScattersWithTheForwardWeights) {
       ElementsAre(2.25, 2.25, 2.25, 2.25));
 }
 
+// ---- resize_nearest ----
+
+TEST(ResizeNearestTest, UpsamplingRepeatsPixels) {
+  // [1 2; 3 4] to 4x4: source index floor(dst / 2) on both axes.
+  EXPECT_THAT(
+      RunOne(OpKind::kResizeNearest, {Nhwc({1, 2, 2, 1}, {1, 2, 3, 4})}, {{"size", IntList{4, 4}}}),
+      ElementsAre(1, 1, 2, 2,  //
+                  1, 1, 2, 2,  //
+                  3, 3, 4, 4,  //
+                  3, 3, 4, 4));
+}
+
+TEST(ResizeNearestTest, UnevenFactorsFloorTheSourceIndex) {
+  // Rows 3 -> 2: floor(dst·3/2) = 0, 1. Columns 2 -> 3: floor(dst·2/3) = 0, 0, 1.
+  // Two channels, pixel (h, w) holding [10h + w, -(10h + w)].
+  EXPECT_THAT(RunOne(OpKind::kResizeNearest,
+                     {Nhwc({1, 3, 2, 2}, {0, 0, 1, -1, 10, -10, 11, -11, 20, -20, 21, -21})},
+                     {{"size", IntList{2, 3}}}),
+              ElementsAre(0, 0, 0, 0, 1, -1,  //
+                          10, -10, 10, -10, 11, -11));
+}
+
+TEST(ResizeNearestTest, BackwardSumsIntoTheSourcePixel) {
+  // 2x3 -> 3x2 (the case above backwards): rows read 0, 0, 1 and columns 0, 1
+  // (floor(dst·2/3), floor(dst·3/2)). dy[oh][ow] = 1 + 2·oh + ow, so
+  // dx[0][0] = 1 + 3, dx[0][1] = 2 + 4, dx[1][0] = 5, dx[1][1] = 6, and the
+  // third column, which no output reads, is zero.
+  EXPECT_THAT(RunOne(OpKind::kResizeNearestBackward, {Nhwc({1, 3, 2, 1}, {1, 2, 3, 4, 5, 6})},
+                     {{"input_shape", IntList{1, 2, 3, 1}}}),
+              ElementsAre(4, 6, 0, 5, 6, 0));
+}
+
 // ---- softmax, log_softmax ----
 
 TEST(SoftmaxTest, ExponentialsOverTheirSum) {

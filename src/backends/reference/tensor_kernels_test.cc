@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,6 +124,27 @@ TEST(TensorKernelsTest, MulBroadcastsAScalar) {
   EXPECT_THAT(RunFloat(OpKind::kMul, {F32({}, {2}), F32({3}, {1, 2, 3})}), ElementsAre(2, 4, 6));
 }
 
+TEST(TensorKernelsTest, SubAndDivBroadcast) {
+  // [[10,20],[30,40]] - [1,2] and / [2,4], b repeating over the rows; 1 - [1,2,3] with a rank-0 a.
+  const Tensor a = F32({2, 2}, {10, 20, 30, 40});
+  EXPECT_THAT(RunFloat(OpKind::kSub, {a, F32({2}, {1, 2})}), ElementsAre(9, 18, 29, 38));
+  EXPECT_THAT(RunFloat(OpKind::kSub, {F32({}, {1}), F32({3}, {1, 2, 3})}), ElementsAre(0, -1, -2));
+  EXPECT_THAT(RunFloat(OpKind::kDiv, {a, F32({2}, {2, 4})}), ElementsAre(5, 5, 15, 10));
+  // [2,1] / [1,2] -> [2,2]: y[i][j] = a[i] / b[j].
+  EXPECT_THAT(RunFloat(OpKind::kDiv, {F32({2, 1}, {1, 3}), F32({1, 2}, {2, 4})}),
+              ElementsAre(0.5, 0.25, 1.5, 0.75));
+}
+
+TEST(TensorKernelsTest, SubOfIntegersWraps) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  // The smallest i64 minus 1 wraps around to the largest, as in numpy.
+  absl::StatusOr<std::vector<Tensor>> y =
+      RunOp(OpKind::kSub, {I64({2}, {5, kMin}), I64({2}, {7, 1})}, {});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(y->front().i64, ElementsAre(-2, kMax));
+}
+
 TEST(TensorKernelsTest, AddNSumsEveryInput) {
   EXPECT_THAT(RunFloat(OpKind::kAddN, {F32({2}, {1, 2}), F32({2}, {10, 20}), F32({2}, {100, 200})}),
               ElementsAre(111, 222));
@@ -147,6 +170,34 @@ TEST(TensorKernelsTest, GeluBothForms) {
   EXPECT_THAT(RunFloat(OpKind::kGeluBackward, {F32({1}, {2}), F32({1}, {0})},
                        {{"approximate", std::string("tanh")}}),
               Near({1}));
+}
+
+TEST(TensorKernelsTest, SigmoidAndItsGradient) {
+  // σ(0) = 0.5, σ(ln 3) = 1/(1 + 1/3) = 0.75, σ(-ln 3) = 0.25; σ(-100) underflows to 0.
+  EXPECT_THAT(RunFloat(OpKind::kSigmoid, {F32({4}, {0, std::log(3.0f), -std::log(3.0f), -100})}),
+              Near({0.5, 0.75, 0.25, 0}));
+  // dy·y·(1 - y) from the output: 2·0.5·0.5 = 0.5, 4·0.75·0.25 = 0.75.
+  EXPECT_THAT(RunFloat(OpKind::kSigmoidBackward, {F32({2}, {2, 4}), F32({2}, {0.5, 0.75})}),
+              ElementsAre(0.5, 0.75));
+}
+
+TEST(TensorKernelsTest, TanhAndItsGradient) {
+  // tanh(ln 2) = (2 - 1/2)/(2 + 1/2) = 0.6; tanh is odd.
+  EXPECT_THAT(RunFloat(OpKind::kTanh, {F32({3}, {0, std::log(2.0f), -std::log(2.0f)})}),
+              Near({0, 0.6, -0.6}));
+  // dy·(1 - y²) from the output: 2·(1 - 0.25) = 1.5, 1·(1 - 0) = 1.
+  EXPECT_THAT(RunFloat(OpKind::kTanhBackward, {F32({2}, {2, 1}), F32({2}, {0.5, 0})}),
+              ElementsAre(1.5, 1));
+}
+
+TEST(TensorKernelsTest, LeakyReluAndItsGradient) {
+  const Tensor x = F32({4}, {-2, -0.5f, 0, 3});
+  // The default slope is 0.01.
+  EXPECT_THAT(RunFloat(OpKind::kLeakyRelu, {x}), Near({-0.02f, -0.005f, 0, 3}));
+  EXPECT_THAT(RunFloat(OpKind::kLeakyRelu, {x}, {{"alpha", 0.5}}), ElementsAre(-1, -0.25, 0, 3));
+  // From the input x: dy where x > 0, alpha·dy elsewhere, x = 0 included.
+  EXPECT_THAT(RunFloat(OpKind::kLeakyReluBackward, {F32({4}, {4, 4, 4, 4}), x}, {{"alpha", 0.5}}),
+              ElementsAre(2, 2, 2, 4));
 }
 
 TEST(TensorKernelsTest, MatMulWithTransposesAndAlpha) {

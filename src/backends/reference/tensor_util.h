@@ -92,7 +92,7 @@ absl::Status DispatchNumeric(const KernelCall& call, ir::DType dtype, Fn&& fn) {
 template <typename E>
 using Accumulator = std::conditional_t<std::is_floating_point_v<E>, double, E>;
 
-// a + b and a · b; integers wrap around (two's complement) instead of
+// a + b, a - b and a · b; integers wrap around (two's complement) instead of
 // overflowing, as in numpy and PyTorch.
 template <typename E>
 E WrappingAdd(E a, E b) {
@@ -101,6 +101,15 @@ E WrappingAdd(E a, E b) {
     return static_cast<E>(static_cast<U>(a) + static_cast<U>(b));
   } else {
     return a + b;
+  }
+}
+template <typename E>
+E WrappingSub(E a, E b) {
+  if constexpr (std::is_integral_v<E>) {
+    using U = std::make_unsigned_t<E>;
+    return static_cast<E>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
   }
 }
 template <typename E>

@@ -84,6 +84,13 @@ void AddResizeCases(std::vector<OpTestCase>& cases) {
   cases.push_back(Case("resize_bilinear/down_align_corners_to_1", OpKind::kResizeBilinear,
                        {Activation({1, 4, 3, 2})},
                        {{"size", IntList{1, 2}}, {"align_corners", true}}));
+  cases.push_back(Case("resize_nearest/up_2x", OpKind::kResizeNearest, {Activation({2, 2, 3, 2})},
+                       {{"size", IntList{4, 6}}}));
+  // Rows 3 -> 5 and columns 4 -> 3: uneven factors, some columns never read.
+  cases.push_back(Case("resize_nearest/uneven_up_and_down", OpKind::kResizeNearest,
+                       {Activation({1, 3, 4, 2})}, {{"size", IntList{5, 3}}}));
+  cases.push_back(Case("resize_nearest/down_to_1", OpKind::kResizeNearest,
+                       {Activation({1, 4, 3, 1})}, {{"size", IntList{1, 2}}}));
 }
 
 void AddSoftmaxAndLossCases(std::vector<OpTestCase>& cases) {

@@ -34,6 +34,18 @@ void AddElementwiseCases(std::vector<OpTestCase>& cases) {
   tanh.low = -4.0;
   tanh.high = 4.0;
   cases.push_back(std::move(tanh));
+  // Wide enough to reach the flat tails, where the gradients are small.
+  OpTestCase sigmoid = Case("sigmoid/wide", OpKind::kSigmoid, {F32({3, 5})});
+  sigmoid.low = -6.0;
+  sigmoid.high = 6.0;
+  cases.push_back(std::move(sigmoid));
+  OpTestCase tanh_nhwc = Case("tanh/nhwc", OpKind::kTanh, {Activation({1, 2, 3, 2})});
+  tanh_nhwc.low = -3.0;
+  tanh_nhwc.high = 3.0;
+  cases.push_back(std::move(tanh_nhwc));
+  cases.push_back(Case("leaky_relu/default_alpha", OpKind::kLeakyRelu, {F32({3, 5})}));
+  cases.push_back(Case("leaky_relu/alpha0.2_nhwc", OpKind::kLeakyRelu, {Activation({2, 2, 3, 2})},
+                       {{"alpha", 0.2}}));
   cases.push_back(
       Case("dropout/p0.3", OpKind::kDropout, {F32({4, 8})}, {{"p", 0.3}, {"seed", int64_t{7}}}));
   cases.push_back(Case("dropout/p0_keeps_all", OpKind::kDropout, {F32({2, 5})},
@@ -46,6 +58,22 @@ void AddElementwiseCases(std::vector<OpTestCase>& cases) {
   cases.push_back(Case("mul/same_shape", OpKind::kMul, {F32({2, 3}), F32({2, 3})}));
   cases.push_back(Case("mul/stretch_both", OpKind::kMul, {F32({3, 1, 2}), F32({4, 2})}));
   cases.push_back(Case("mul/prepend_and_stretch", OpKind::kMul, {F32({2, 3, 2}), F32({1, 2})}));
+  cases.push_back(Case("sub/same_shape", OpKind::kSub, {F32({2, 3}), F32({2, 3})}));
+  cases.push_back(Case("sub/mean_row_nhwc", OpKind::kSub, {Activation({2, 2, 2, 3}), F32({3})}));
+  cases.push_back(Case("sub/scalar_minus_stretched", OpKind::kSub, {F32({}), F32({2, 1, 3})}));
+  cases.push_back(Case("sub/stretch_both", OpKind::kSub, {F32({2, 1, 4}), F32({3, 1})}));
+  // Every float drawn from [0.5, 2]: the divisor stays away from 0, where the
+  // finite differences of a / b would blow up.
+  auto div = [](std::string name, std::vector<ir::TensorType> inputs) {
+    OpTestCase test_case = Case(std::move(name), OpKind::kDiv, std::move(inputs));
+    test_case.low = 0.5;
+    test_case.high = 2.0;
+    return test_case;
+  };
+  cases.push_back(div("div/same_shape", {F32({2, 3}), F32({2, 3})}));
+  cases.push_back(div("div/channel_scale_nhwc", {Activation({2, 2, 2, 3}), F32({3})}));
+  cases.push_back(div("div/scalar_by_tensor", {F32({}), F32({2, 3})}));
+  cases.push_back(div("div/stretch_both", {F32({3, 1, 2}), F32({4, 2})}));
   cases.push_back(
       NoGradientCase("add_n/three", OpKind::kAddN, {F32({2, 3}), F32({2, 3}), F32({2, 3})}));
 }

@@ -26,6 +26,12 @@ constexpr int64_t kGeluFlopsPerElement = 8;
 // The derivative needs both the CDF term (erf) and the density term (exp),
 // then combines them with dy.
 constexpr int64_t kGeluBackwardFlopsPerElement = 14;
+constexpr int64_t kSigmoidFlopsPerElement = 6;  // 1/(1 + exp(-x)): exp, add, divide
+constexpr int64_t kTanhFlopsPerElement = 4;
+// From the forward's output: dy·y·(1-y) and dy·(1-y²), three operations each.
+constexpr int64_t kSigmoidBackwardFlopsPerElement = 3;
+constexpr int64_t kTanhBackwardFlopsPerElement = 3;
+constexpr int64_t kLeakyReluFlopsPerElement = 2;  // x > 0 ? x : alpha·x, and so for dy
 // A counter-based generator (a few integer mixes, counted as 2), the compare
 // with p and the scale by 1/(1-p).
 constexpr int64_t kDropoutFlopsPerElement = 4;
@@ -45,6 +51,17 @@ absl::Status ValidateApproximate(const AttrMap& attrs) {
   return absl::OkStatus();
 }
 
+// alpha, the slope below zero, defaults to 0.01 as in ONNX and PyTorch (the
+// reference kernels repeat that default). Any finite slope is allowed.
+absl::Status ValidateLeakyRelu(const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(double alpha, attrs.GetFloat("alpha", 0.01));
+  if (!std::isfinite(alpha)) {
+    return absl::InvalidArgumentError(
+        fmt::format("attribute 'alpha' must be finite, got {}", AttrValueToString(alpha)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDropout(const AttrMap& attrs) {
   ASSIGN_OR_RETURN(double p, attrs.GetFloat("p"));
   // Written so that NaN fails too. p = 1 would drop everything and divide by zero.
@@ -57,14 +74,14 @@ absl::Status ValidateDropout(const AttrMap& attrs) {
   return absl::OkStatus();
 }
 
-// relu, gelu, dropout: y has x's type.
+// relu, gelu, sigmoid, tanh, leaky_relu, dropout: y has x's type.
 absl::StatusOr<Types> InferUnaryFloating(const AttrMap& /*attrs*/,
                                          std::span<const TensorType> inputs) {
   RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "x"));
   return Types{inputs[0]};
 }
 
-// relu_backward (dy, y) and gelu_backward (dy, x): dx has dy's type.
+// The activation gradients, (dy, y) or (dy, x): dx has dy's type.
 absl::StatusOr<Types> InferUnaryBackward(const AttrMap& /*attrs*/,
                                          std::span<const TensorType> inputs) {
   RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "dy"));
@@ -78,7 +95,7 @@ absl::StatusOr<Types> InferDropoutBackward(const AttrMap& /*attrs*/,
   return Types{inputs[0]};
 }
 
-// add, mul: numpy broadcasting of two operands of one dtype.
+// add, sub, mul, div: numpy broadcasting of two operands of one dtype.
 absl::StatusOr<Types> InferBroadcastBinary(const AttrMap& /*attrs*/,
                                            std::span<const TensorType> inputs) {
   const TensorType& a = inputs[0];
@@ -95,6 +112,13 @@ absl::StatusOr<Types> InferBroadcastBinary(const AttrMap& /*attrs*/,
   ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a.shape, b.shape));
   const int64_t rank = static_cast<int64_t>(shape.size());
   return Types{TensorType{a.dtype, std::move(shape), OutputLayout(inputs, rank)}};
+}
+
+// div is floating point only: integer division would need a rounding rule and
+// a division-by-zero error, and the importer folds integer shape arithmetic.
+absl::StatusOr<Types> InferDiv(const AttrMap& attrs, std::span<const TensorType> inputs) {
+  RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "a"));
+  return InferBroadcastBinary(attrs, inputs);
 }
 
 absl::Status ValidateFill(const AttrMap& attrs) {
@@ -215,9 +239,25 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
                          InferUnaryFloating, PerElementCost<kGeluFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kGeluBackward, kElementwise, 2, 2, false, ValidateApproximate,
                          InferUnaryBackward, PerElementCost<kGeluBackwardFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kSigmoid, kElementwise, 1, 1, true, nullptr, InferUnaryFloating,
+                         PerElementCost<kSigmoidFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kSigmoidBackward, kElementwise, 2, 2, false, nullptr,
+                         InferUnaryBackward, PerElementCost<kSigmoidBackwardFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kTanh, kElementwise, 1, 1, true, nullptr, InferUnaryFloating,
+                         PerElementCost<kTanhFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kTanhBackward, kElementwise, 2, 2, false, nullptr,
+                         InferUnaryBackward, PerElementCost<kTanhBackwardFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kLeakyRelu, kElementwise, 1, 1, true, ValidateLeakyRelu,
+                         InferUnaryFloating, PerElementCost<kLeakyReluFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kLeakyReluBackward, kElementwise, 2, 2, false, ValidateLeakyRelu,
+                         InferUnaryBackward, PerElementCost<kLeakyReluFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kAdd, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
                          PerElementCost<kBinaryFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kSub, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
+                         PerElementCost<kBinaryFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kMul, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
+                         PerElementCost<kBinaryFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kDiv, kElementwise, 2, 2, true, nullptr, InferDiv,
                          PerElementCost<kBinaryFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kDropout, kElementwise, 1, 1, true, ValidateDropout,
                          InferUnaryFloating, PerElementCost<kDropoutFlopsPerElement>));
@@ -235,8 +275,16 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
       case OpKind::kReluBackward:
       case OpKind::kGelu:
       case OpKind::kGeluBackward:
+      case OpKind::kSigmoid:
+      case OpKind::kSigmoidBackward:
+      case OpKind::kTanh:
+      case OpKind::kTanhBackward:
+      case OpKind::kLeakyRelu:
+      case OpKind::kLeakyReluBackward:
       case OpKind::kAdd:
+      case OpKind::kSub:
       case OpKind::kMul:
+      case OpKind::kDiv:
       case OpKind::kDropout:
       case OpKind::kDropoutBackward:
       case OpKind::kAddN:

@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,17 +38,23 @@ TEST(ElementwiseOpsTest, RegistryEntries) {
   EXPECT_EQ(GetOpDef(OpKind::kRelu).op_class, OpClass::kElementwise);
   EXPECT_EQ(GetOpDef(OpKind::kReduceSum).op_class, OpClass::kReduction);
   // Forward ops with a gradient are differentiable; gradient-only ops and fill are not.
-  for (OpKind op : {OpKind::kRelu, OpKind::kGelu, OpKind::kAdd, OpKind::kMul, OpKind::kDropout}) {
+  for (OpKind op :
+       {OpKind::kRelu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kLeakyRelu,
+        OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv, OpKind::kDropout}) {
     EXPECT_TRUE(GetOpDef(op).differentiable) << OpName(op);
+    EXPECT_EQ(GetOpDef(op).op_class, OpClass::kElementwise) << OpName(op);
   }
-  for (OpKind op : {OpKind::kReluBackward, OpKind::kGeluBackward, OpKind::kDropoutBackward,
+  for (OpKind op : {OpKind::kReluBackward, OpKind::kGeluBackward, OpKind::kSigmoidBackward,
+                    OpKind::kTanhBackward, OpKind::kLeakyReluBackward, OpKind::kDropoutBackward,
                     OpKind::kFill, OpKind::kAddN, OpKind::kReduceSum}) {
     EXPECT_FALSE(GetOpDef(op).differentiable) << OpName(op);
   }
   // Elementwise kernels may write over a dead input; a reduction, a fill (no
   // input) and ops of other families may not.
-  for (OpKind op : {OpKind::kRelu, OpKind::kReluBackward, OpKind::kAdd, OpKind::kAddN,
-                    OpKind::kDropoutBackward}) {
+  for (OpKind op : {OpKind::kRelu, OpKind::kReluBackward, OpKind::kSigmoid,
+                    OpKind::kSigmoidBackward, OpKind::kTanh, OpKind::kTanhBackward,
+                    OpKind::kLeakyRelu, OpKind::kLeakyReluBackward, OpKind::kAdd, OpKind::kSub,
+                    OpKind::kMul, OpKind::kDiv, OpKind::kAddN, OpKind::kDropoutBackward}) {
     EXPECT_TRUE(GetOpDef(op).may_overwrite_inputs) << OpName(op);
   }
   for (OpKind op :
@@ -106,6 +113,54 @@ TEST(ElementwiseOpsTest, GeluBackward) {
               HasSubstr("attribute 'approximate'"));
 }
 
+TEST(ElementwiseOpsTest, SigmoidAndTanhKeepTypeAndLayout) {
+  for (OpKind op : {OpKind::kSigmoid, OpKind::kTanh}) {
+    EXPECT_THAT(InferTypes(op, {Activation({2, 8, 8, 16})}), ElementsAre("f32[2,8,8,16] nhwc"))
+        << OpName(op);
+    EXPECT_THAT(InferError(op, {I64({4})}),
+                HasSubstr("input 0 (x) must be floating point, got i64[4]"))
+        << OpName(op);
+  }
+}
+
+TEST(ElementwiseOpsTest, SigmoidAndTanhBackwardTakeDyAndY) {
+  for (OpKind op : {OpKind::kSigmoidBackward, OpKind::kTanhBackward}) {
+    EXPECT_THAT(InferTypes(op, {Activation({1, 4, 4, 8}), Activation({1, 4, 4, 8})}),
+                ElementsAre("f32[1,4,4,8] nhwc"))
+        << OpName(op);
+    EXPECT_THAT(InferError(op, {F32({4, 8}), F32({4, 9})}),
+                HasSubstr("inputs 0 and 1 must have the same type, got f32[4,8] and f32[4,9]"))
+        << OpName(op);
+    EXPECT_THAT(InferError(op, {F32({4})}), HasSubstr("expects 2 inputs, got 1")) << OpName(op);
+  }
+}
+
+TEST(ElementwiseOpsTest, LeakyReluSlopeIsOptionalAndFinite) {
+  EXPECT_THAT(InferTypes(OpKind::kLeakyRelu, {Activation({2, 4, 4, 8})}),
+              ElementsAre("f32[2,4,4,8] nhwc"));
+  EXPECT_THAT(InferTypes(OpKind::kLeakyRelu, {F32({8})}, {{"alpha", 0.2}}), ElementsAre("f32[8]"));
+  // An integer slope reads as a float.
+  EXPECT_THAT(InferTypes(OpKind::kLeakyRelu, {F32({8})}, {{"alpha", int64_t{1}}}),
+              ElementsAre("f32[8]"));
+  EXPECT_THAT(InferError(OpKind::kLeakyRelu, {F32({8})}, {{"alpha", std::string("0.1")}}),
+              HasSubstr("attribute 'alpha' must be a float"));
+  EXPECT_THAT(InferError(OpKind::kLeakyRelu, {F32({8})},
+                         {{"alpha", std::numeric_limits<double>::infinity()}}),
+              HasSubstr("attribute 'alpha' must be finite"));
+  EXPECT_THAT(InferError(OpKind::kLeakyRelu, {I32({8})}), HasSubstr("must be floating point"));
+}
+
+TEST(ElementwiseOpsTest, LeakyReluBackwardTakesDyAndX) {
+  const AttrMap attrs = {{"alpha", 0.1}};
+  EXPECT_THAT(InferTypes(OpKind::kLeakyReluBackward, {F32({3, 5}), F32({3, 5})}, attrs),
+              ElementsAre("f32[3,5]"));
+  EXPECT_THAT(InferError(OpKind::kLeakyReluBackward, {F32({3, 5}), F32({5, 3})}, attrs),
+              HasSubstr("must have the same type"));
+  EXPECT_THAT(InferError(OpKind::kLeakyReluBackward, {F32({3}), F32({3})},
+                         {{"alpha", std::numeric_limits<double>::quiet_NaN()}}),
+              HasSubstr("attribute 'alpha' must be finite"));
+}
+
 TEST(ElementwiseOpsTest, AddBroadcastsLikeNumpy) {
   // [8,1,4] against [3,1]: align right, [8,1,4] vs [1,3,1] -> [8,3,4].
   EXPECT_THAT(InferTypes(OpKind::kAdd, {F32({8, 1, 4}), F32({3, 1})}), ElementsAre("f32[8,3,4]"));
@@ -137,6 +192,28 @@ TEST(ElementwiseOpsTest, MulBroadcastsAndChecks) {
               ElementsAre("f32[2,12,64,64]"));
   EXPECT_THAT(InferError(OpKind::kMul, {F32({2, 3}), F32({2})}), HasSubstr("do not broadcast"));
   EXPECT_THAT(InferError(OpKind::kMul, {F32({2})}), HasSubstr("expects 2 inputs, got 1"));
+}
+
+TEST(ElementwiseOpsTest, SubBroadcastsLikeAddAndTakesIntegers) {
+  // Centering NHWC activations by a per-channel mean keeps the layout.
+  EXPECT_THAT(InferTypes(OpKind::kSub, {Activation({2, 4, 4, 8}), F32({8})}),
+              ElementsAre("f32[2,4,4,8] nhwc"));
+  EXPECT_THAT(InferTypes(OpKind::kSub, {F32({}), F32({5, 6})}), ElementsAre("f32[5,6]"));
+  EXPECT_THAT(InferTypes(OpKind::kSub, {I64({3}), I64({3})}), ElementsAre("i64[3]"));
+  EXPECT_THAT(InferError(OpKind::kSub, {F32({2, 3}), F32({4})}),
+              HasSubstr("shapes [2,3] and [4] do not broadcast"));
+  EXPECT_THAT(InferError(OpKind::kSub, {F32({4}), I64({4})}), HasSubstr("must have one dtype"));
+}
+
+TEST(ElementwiseOpsTest, DivBroadcastsAndIsFloatingOnly) {
+  // Dividing by a scalar, and [8,1,4] by [3,1] -> [8,3,4].
+  EXPECT_THAT(InferTypes(OpKind::kDiv, {F32({2, 12, 64, 64}), F32({})}),
+              ElementsAre("f32[2,12,64,64]"));
+  EXPECT_THAT(InferTypes(OpKind::kDiv, {F32({8, 1, 4}), F32({3, 1})}), ElementsAre("f32[8,3,4]"));
+  EXPECT_THAT(InferError(OpKind::kDiv, {I64({4}), I64({4})}),
+              HasSubstr("input 0 (a) must be floating point, got i64[4]"));
+  EXPECT_THAT(InferError(OpKind::kDiv, {F32({4}), I64({4})}), HasSubstr("must have one dtype"));
+  EXPECT_THAT(InferError(OpKind::kDiv, {F32({2, 3}), F32({2})}), HasSubstr("do not broadcast"));
 }
 
 TEST(ElementwiseOpsTest, DropoutKeepsType) {
@@ -254,6 +331,29 @@ TEST(ElementwiseOpsTest, ReluCostIsBandwidth) {
   EXPECT_EQ(cost.flops, 1 << 20);
   EXPECT_EQ(cost.bytes_read, 4 << 20);
   EXPECT_EQ(cost.bytes_written, 4 << 20);
+}
+
+TEST(ElementwiseOpsTest, ActivationCostsPerElement) {
+  // f32[1000]: 4000 bytes read and written for the forward ops, 8000 read for
+  // the backward ops (dy and y or x).
+  const std::vector<TensorType> one = {F32({1000})};
+  const std::vector<TensorType> two(2, F32({1000}));
+  const struct {
+    OpKind op;
+    std::vector<TensorType> inputs;
+    int64_t flops;
+  } expected[] = {
+      {OpKind::kSigmoid, one, 6000},   {OpKind::kSigmoidBackward, two, 3000},
+      {OpKind::kTanh, one, 4000},      {OpKind::kTanhBackward, two, 3000},
+      {OpKind::kLeakyRelu, one, 2000}, {OpKind::kLeakyReluBackward, two, 2000},
+      {OpKind::kSub, two, 1000},       {OpKind::kDiv, two, 1000},
+  };
+  for (const auto& [op, inputs, flops] : expected) {
+    const OpCost cost = GetOpDef(op).cost({}, inputs, one);
+    EXPECT_EQ(cost.flops, flops) << OpName(op);
+    EXPECT_EQ(cost.bytes_read, 4000 * static_cast<int64_t>(inputs.size())) << OpName(op);
+    EXPECT_EQ(cost.bytes_written, 4000) << OpName(op);
+  }
 }
 
 TEST(ElementwiseOpsTest, AddNCostCountsOneAddPerExtraInput) {

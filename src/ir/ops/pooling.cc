@@ -1,6 +1,7 @@
-// Max, average and global average pooling, bilinear resize, and their backward
-// ops, over NHWC activations; see docs/ops.md. All are memory-bound: their
-// cost is the bytes of their tensors plus the FLOPs counted below.
+// Max, average and global average pooling, bilinear and nearest resize, and
+// their backward ops, over NHWC activations; see docs/ops.md. All are
+// memory-bound: their cost is the bytes of their tensors plus the FLOPs
+// counted below.
 #include <span>
 #include <vector>
 
@@ -76,6 +77,14 @@ absl::Status ValidateResizeBilinear(const AttrMap& attrs) {
 absl::Status ValidateResizeBilinearBackward(const AttrMap& attrs) {
   RETURN_IF_ERROR(GetRequiredSizedInts(attrs, "input_shape", 4, 1).status());
   return attrs.GetBool("align_corners", false).status();
+}
+
+absl::Status ValidateResizeNearest(const AttrMap& attrs) {
+  return GetRequiredSizedInts(attrs, "size", 2, 1).status();
+}
+
+absl::Status ValidateResizeNearestBackward(const AttrMap& attrs) {
+  return GetRequiredSizedInts(attrs, "input_shape", 4, 1).status();
 }
 
 absl::Status ExpectActivation(const TensorType& type, int index, std::string_view role) {
@@ -211,10 +220,11 @@ OpCost GlobalAvgPoolBackwardCost(const AttrMap& /*attrs*/, std::span<const Tenso
   return ElementwiseCost(inputs, outputs, 1);
 }
 
-// ---- resize_bilinear ----
+// ---- resize_bilinear, resize_nearest ----
 
-absl::StatusOr<std::vector<TensorType>> InferResizeBilinear(const AttrMap& attrs,
-                                                            std::span<const TensorType> inputs) {
+// x [N,H,W,C] -> [N,OH,OW,C] with size = [OH,OW].
+absl::StatusOr<std::vector<TensorType>> InferResize(const AttrMap& attrs,
+                                                    std::span<const TensorType> inputs) {
   const TensorType& x = inputs[0];
   RETURN_IF_ERROR(ExpectActivation(x, 0, "x"));
   if (x.shape[1] < 1 || x.shape[2] < 1) {
@@ -226,8 +236,9 @@ absl::StatusOr<std::vector<TensorType>> InferResizeBilinear(const AttrMap& attrs
       {x.dtype, {x.shape[0], size[0], size[1], x.shape[3]}, Layout::kNHWC}};
 }
 
-absl::StatusOr<std::vector<TensorType>> InferResizeBilinearBackward(
-    const AttrMap& attrs, std::span<const TensorType> inputs) {
+// dy [N,OH,OW,C] -> dx of input_shape [N,H,W,C].
+absl::StatusOr<std::vector<TensorType>> InferResizeBackward(const AttrMap& attrs,
+                                                            std::span<const TensorType> inputs) {
   const TensorType& dy = inputs[0];
   RETURN_IF_ERROR(ExpectActivation(dy, 0, "dy"));
   const Shape input_shape = attrs.Ints("input_shape");
@@ -248,6 +259,15 @@ OpCost ResizeBilinearBackwardCost(const AttrMap& /*attrs*/, std::span<const Tens
                                   std::span<const TensorType> outputs) {
   OpCost cost = BytesOnlyCost(inputs, outputs);
   cost.flops = Elements(inputs[0]) * kBilinearBackwardFlops;
+  return cost;
+}
+
+// Nearest resize copies: no FLOPs, the default bytes-only cost. Its backward
+// adds each dy element into one dx element.
+OpCost ResizeNearestBackwardCost(const AttrMap& /*attrs*/, std::span<const TensorType> inputs,
+                                 std::span<const TensorType> outputs) {
+  OpCost cost = BytesOnlyCost(inputs, outputs);
+  cost.flops = Elements(inputs[0]);
   return cost;
 }
 
@@ -280,15 +300,18 @@ void RegisterPoolingOps(std::vector<OpDef>& defs) {
                             InferGlobalAvgPoolBackward, GlobalAvgPoolBackwardCost));
   // Resizing moves data rather than reducing it, so the cost model treats it as
   // data movement.
-  OpDef resize = PoolingDef(OpKind::kResizeBilinear, 1, true, ValidateResizeBilinear,
-                            InferResizeBilinear, ResizeBilinearCost);
-  resize.op_class = OpClass::kDataMovement;
-  defs.push_back(std::move(resize));
-  OpDef resize_backward =
-      PoolingDef(OpKind::kResizeBilinearBackward, 1, false, ValidateResizeBilinearBackward,
-                 InferResizeBilinearBackward, ResizeBilinearBackwardCost);
-  resize_backward.op_class = OpClass::kDataMovement;
-  defs.push_back(std::move(resize_backward));
+  for (OpDef resize : {
+           PoolingDef(OpKind::kResizeBilinear, 1, true, ValidateResizeBilinear, InferResize,
+                      ResizeBilinearCost),
+           PoolingDef(OpKind::kResizeBilinearBackward, 1, false, ValidateResizeBilinearBackward,
+                      InferResizeBackward, ResizeBilinearBackwardCost),
+           PoolingDef(OpKind::kResizeNearest, 1, true, ValidateResizeNearest, InferResize, nullptr),
+           PoolingDef(OpKind::kResizeNearestBackward, 1, false, ValidateResizeNearestBackward,
+                      InferResizeBackward, ResizeNearestBackwardCost),
+       }) {
+    resize.op_class = OpClass::kDataMovement;
+    defs.push_back(std::move(resize));
+  }
 }
 
 }  // namespace spillway::ir::ops

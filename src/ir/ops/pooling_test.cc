@@ -1,4 +1,5 @@
-// max_pool, avg_pool, global_avg_pool, resize_bilinear and their backward ops.
+// max_pool, avg_pool, global_avg_pool, resize_bilinear, resize_nearest and their
+// backward ops.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -311,6 +312,67 @@ TEST(ResizeBilinearBackwardTest, Errors) {
   EXPECT_EQ(InferError(OpKind::kResizeBilinearBackward, {{"input_shape", IntList{2, 32, 32, 256}}},
                        {Activation({2, 128, 128, 256}), Activation({2, 128, 128, 256})}),
             "expects 1 inputs, got 2");
+}
+
+// ---- resize_nearest ----
+
+TEST(ResizeNearestTest, ResizesToTheGivenSizeAndOnlyCopies) {
+  // A YOLO-style 2x upsample: 13x13 -> 26x26.
+  const AttrMap attrs{{"size", IntList{26, 26}}};
+  EXPECT_THAT(Infer(OpKind::kResizeNearest, attrs, {Activation({1, 13, 13, 256})}),
+              ElementsAre(Activation({1, 26, 26, 256})));
+  const OpDef& def = GetOpDef(OpKind::kResizeNearest);
+  EXPECT_EQ(def.op_class, OpClass::kDataMovement);
+  EXPECT_TRUE(def.differentiable);
+  EXPECT_FALSE(def.may_overwrite_inputs);
+  // A copy: no FLOPs, 13·13·256·4 bytes read and 26·26·256·4 written.
+  Graph graph;
+  const ValueId x = graph.AddInput("x", Activation({1, 13, 13, 256}));
+  absl::StatusOr<NodeId> node = graph.AddNode(OpKind::kResizeNearest, {x}, attrs, "up");
+  ASSERT_TRUE(node.ok()) << node.status();
+  const OpCost cost = NodeCost(graph, graph.node(*node));
+  EXPECT_EQ(cost.flops, 0);
+  EXPECT_EQ(cost.bytes_read, 173'056);
+  EXPECT_EQ(cost.bytes_written, 692'224);
+}
+
+TEST(ResizeNearestTest, Errors) {
+  const std::vector<TensorType> x{Activation({1, 13, 13, 256})};
+  EXPECT_THAT(InferError(OpKind::kResizeNearest, {}, x), HasSubstr("missing attribute 'size'"));
+  EXPECT_THAT(InferError(OpKind::kResizeNearest, {{"size", IntList{26, 0}}}, x),
+              HasSubstr("attribute 'size' entries must be >= 1"));
+  EXPECT_THAT(InferError(OpKind::kResizeNearest, {{"size", IntList{26}}}, x),
+              HasSubstr("attribute 'size' must have 2 entries"));
+  EXPECT_THAT(InferError(OpKind::kResizeNearest, {{"size", IntList{26, 26}}}, {F32({13, 13})}),
+              HasSubstr("input 0 (x) must have rank 4"));
+  EXPECT_THAT(InferError(OpKind::kResizeNearest, {{"size", IntList{26, 26}}},
+                         {Activation({1, 0, 13, 256})}),
+              HasSubstr("input 0 (x) has no pixels"));
+}
+
+// ---- resize_nearest_backward ----
+
+TEST(ResizeNearestBackwardTest, GradientHasTheInputShape) {
+  const AttrMap attrs{{"input_shape", IntList{1, 13, 13, 256}}};
+  EXPECT_THAT(Infer(OpKind::kResizeNearestBackward, attrs, {Activation({1, 26, 26, 256})}),
+              ElementsAre(Activation({1, 13, 13, 256})));
+  EXPECT_FALSE(GetOpDef(OpKind::kResizeNearestBackward).differentiable);
+  EXPECT_EQ(GetOpDef(OpKind::kResizeNearestBackward).op_class, OpClass::kDataMovement);
+  // One add per dy element: 26·26·256.
+  EXPECT_EQ(Cost(OpKind::kResizeNearestBackward, attrs, {Activation({1, 26, 26, 256})}).flops,
+            173'056);
+}
+
+TEST(ResizeNearestBackwardTest, Errors) {
+  EXPECT_THAT(InferError(OpKind::kResizeNearestBackward, {{"input_shape", IntList{2, 13, 13, 256}}},
+                         {Activation({1, 26, 26, 256})}),
+              HasSubstr("input 0 (dy) must have the batch and channels of input_shape "
+                        "[2,13,13,256], got f32[1,26,26,256] nhwc"));
+  EXPECT_THAT(InferError(OpKind::kResizeNearestBackward, {}, {Activation({1, 26, 26, 256})}),
+              HasSubstr("missing attribute 'input_shape'"));
+  EXPECT_THAT(InferError(OpKind::kResizeNearestBackward, {{"input_shape", IntList{13, 13, 256}}},
+                         {Activation({1, 26, 26, 256})}),
+              HasSubstr("attribute 'input_shape' must have 4 entries"));
 }
 
 }  // namespace
