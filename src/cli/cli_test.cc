@@ -1,13 +1,20 @@
 // End-to-end tests of the `spillway` binary: output, JSON and exit codes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <png.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +22,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "onnx/onnx_pb.h"
+#include "support/npy.h"
 
 namespace {
 
@@ -255,8 +263,9 @@ TEST(Cli, TrainErrorsAreOneLine) {
 }
 
 // A tiny CNN as an ONNX file: conv 3x3 -> relu -> global pool -> flatten ->
-// linear (Gemm with transB), inputs [2,3,8,8], logits [2,5].
-std::string WriteTinyOnnxModel() {
+// linear (Gemm with transB), inputs [2,3,8,8] named `input`, logits [2,5].
+// Element i of every weight is 0.01 * (i % 7).
+std::string WriteTinyOnnxModel(const std::string& input = "images") {
   ::onnx::ModelProto model;
   model.set_ir_version(8);
   model.add_opset_import()->set_version(13);
@@ -269,7 +278,7 @@ std::string WriteTinyOnnxModel() {
     type->set_elem_type(::onnx::TensorProto::FLOAT);
     for (int64_t d : dims) type->mutable_shape()->add_dim()->set_dim_value(d);
   };
-  value_info(graph.add_input(), "images", {2, 3, 8, 8});
+  value_info(graph.add_input(), input, {2, 3, 8, 8});
   value_info(graph.add_output(), "logits", {2, 5});
   auto weight = [&](const std::string& name, std::vector<int64_t> dims) {
     ::onnx::TensorProto* t = graph.add_initializer();
@@ -293,7 +302,7 @@ std::string WriteTinyOnnxModel() {
   weight("conv.weight", {4, 3, 3, 3});
   weight("fc.weight", {5, 4});
   weight("fc.bias", {5});
-  ::onnx::AttributeProto* pads = node("Conv", {"images", "conv.weight"}, "conv")->add_attribute();
+  ::onnx::AttributeProto* pads = node("Conv", {input, "conv.weight"}, "conv")->add_attribute();
   pads->set_name("pads");
   pads->set_type(::onnx::AttributeProto::INTS);
   for (int i = 0; i < 4; ++i) pads->add_ints(1);
@@ -307,7 +316,7 @@ std::string WriteTinyOnnxModel() {
   trans_b->set_i(1);
 
   const std::string path =
-      fmt::format("{}/spillway_cli_tiny_{}.onnx", ::testing::TempDir(), getpid());
+      fmt::format("{}/spillway_cli_tiny_{}_{}.onnx", ::testing::TempDir(), input, getpid());
   std::ofstream file(path, std::ios::binary);
   model.SerializeToOstream(&file);
   return path;
@@ -340,6 +349,95 @@ TEST(Cli, InspectAndPlanTakeAnOnnxModel) {
   const CommandResult no_loss = Spillway("inspect --onnx " + path);
   EXPECT_EQ(no_loss.exit_code, 2);
   EXPECT_THAT(no_loss.out, HasSubstr("add one with --loss cross-entropy"));
+}
+
+// The tiny model's cross-entropy on one 8x8 RGB image (HWC bytes) for
+// `label`, computed here from the weights WriteTinyOnnxModel stores and the
+// normalization a data directory gets (docs/training.md).
+double TinyModelLoss(const std::vector<uint8_t>& rgb, int label) {
+  const auto weight = [](int index) {
+    return static_cast<double>(0.01f * static_cast<float>(index % 7));
+  };
+  constexpr std::array<double, 3> kMean = {0.485, 0.456, 0.406};
+  constexpr std::array<double, 3> kStd = {0.229, 0.224, 0.225};
+  const auto pixel = [&](int y, int x, int c) {
+    if (y < 0 || y >= 8 || x < 0 || x >= 8) return 0.0;  // the convolution's zero padding
+    const double unit = rgb[static_cast<size_t>((y * 8 + x) * 3 + c)] / 255.0;
+    return (unit - kMean[static_cast<size_t>(c)]) / kStd[static_cast<size_t>(c)];
+  };
+  std::array<double, 4> pooled{};
+  for (int o = 0; o < 4; ++o) {
+    for (int y = 0; y < 8; ++y) {
+      for (int x = 0; x < 8; ++x) {
+        double sum = 0;  // OIHW weights
+        for (int c = 0; c < 3; ++c) {
+          for (int kh = 0; kh < 3; ++kh) {
+            for (int kw = 0; kw < 3; ++kw) {
+              sum += weight(((o * 3 + c) * 3 + kh) * 3 + kw) * pixel(y + kh - 1, x + kw - 1, c);
+            }
+          }
+        }
+        pooled[static_cast<size_t>(o)] += std::max(sum, 0.0) / 64;
+      }
+    }
+  }
+  std::array<double, 5> logits{};
+  for (int j = 0; j < 5; ++j) {
+    double logit = weight(j);  // fc.bias
+    for (int k = 0; k < 4; ++k) logit += weight(j * 4 + k) * pooled[static_cast<size_t>(k)];
+    logits[static_cast<size_t>(j)] = logit;
+  }
+  double exp_sum = 0;
+  for (double logit : logits) exp_sum += std::exp(logit);
+  return std::log(exp_sum) - logits[static_cast<size_t>(label)];
+}
+
+void WriteRgbPng(const std::string& path, const std::vector<uint8_t>& rgb) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = 8;
+  image.height = 8;
+  image.format = PNG_FORMAT_RGB;
+  ASSERT_NE(png_image_write_to_file(&image, path.c_str(), 0, rgb.data(), 0, nullptr), 0)
+      << image.message;
+}
+
+TEST(Cli, TrainStartsAnOnnxModelFromTheWeightsInItsFile) {
+  // The image input keeps the file's name; the loss adds "labels".
+  const std::string model = WriteTinyOnnxModel("x.1");
+  // Two classes of two images each, all four in every batch of 4: the first
+  // step's loss is their mean loss under the file's weights, whatever the
+  // shuffle.
+  const std::filesystem::path data =
+      std::filesystem::path(::testing::TempDir()) / fmt::format("spillway_cli_onnx_{}", getpid());
+  std::filesystem::remove_all(data);
+  double expected = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<uint8_t> rgb(8 * 8 * 3);
+    for (size_t p = 0; p < rgb.size(); ++p) {
+      rgb[p] = static_cast<uint8_t>((37 * (p / 24) + 11 * (p / 3 % 8) + 71 * (p % 3) + 50 * i));
+    }
+    const int label = i / 2;
+    const std::filesystem::path dir = data / (label == 0 ? "a" : "b");
+    std::filesystem::create_directories(dir);
+    WriteRgbPng((dir / fmt::format("{}.png", i)).string(), rgb);
+    expected += TinyModelLoss(rgb, label) / 4;
+  }
+  const CommandResult run = Spillway(
+      "train --onnx " + model + " --loss cross-entropy --batch 4 --data " + data.string() +
+      " --budget 64KiB --policy hybrid --max-evaluations 20 --steps 5 --lr 0.1 --threads 1 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json json = nlohmann::json::parse(run.out.substr(run.out.find("{\n")));
+  EXPECT_EQ(json["model"], model);
+  EXPECT_THAT(json["data"].get<std::string>(), HasSubstr("(2 classes, 4 files)"));
+  const std::vector<double> losses = json["losses"].get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), 5u);
+  for (double loss : losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
+  // Seed-initialized weights would give another loss by far more than the
+  // f32 rounding allowed here.
+  EXPECT_NEAR(losses.front(), expected, 1e-5);
+  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), json["budget_bytes"].get<int64_t>());
 }
 
 struct BadInput {
@@ -379,6 +477,112 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"inspect --onnx /nonexistent/m.onnx", "/nonexistent/m.onnx"},
                       BadInput{"inspect --onnx m.onnx --input-shape images", "NAME=DxDx"},
                       BadInput{"inspect --model resnet18 --loss cross-entropy", "--onnx"},
-                      BadInput{"train --onnx m.onnx", "not supported yet"}));
+                      BadInput{"train --onnx m.onnx", "needs --loss cross-entropy"}));
+
+// `spillway forward` on the tiny ONNX model, with an NCHW input from a .npy
+// file, against the model computed here in ONNX's own order.
+TEST(Cli, ForwardRunsAnOnnxModelOnAnNpyInput) {
+  const std::string model = WriteTinyOnnxModel();
+  constexpr int64_t kN = 2, kC = 3, kH = 8, kW = 8, kO = 4, kClasses = 5;
+  std::vector<float> images(kN * kC * kH * kW);
+  for (size_t i = 0; i < images.size(); ++i) {
+    images[i] = static_cast<float>((i * 37) % 11) * 0.1f - 0.5f;
+  }
+  const std::string dir = fmt::format("{}/spillway_cli_forward_{}", ::testing::TempDir(), getpid());
+  const std::string input = dir + ".npy";
+  const std::vector<int64_t> shape = {kN, kC, kH, kW};
+  ASSERT_TRUE(spillway::WriteNpyFile(input, spillway::NpyDType::kF32, shape,
+                                     std::as_bytes(std::span(images)))
+                  .ok());
+  const CommandResult run = Spillway(
+      fmt::format("forward --onnx {} --input images={} --output-dir {} --json", model, input, dir));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report["parameters"].get<int64_t>(), 4 * 3 * 3 * 3 + 5 * 4 + 5);
+  ASSERT_EQ(report["outputs"].size(), 1u);
+  const nlohmann::json& output = report["outputs"][0];
+  EXPECT_EQ(output["shape"], nlohmann::json::array({kN, kClasses}));
+  EXPECT_EQ(output["dtype"], "f32");
+  EXPECT_EQ(report["inputs"][0]["source"], input);
+  absl::StatusOr<spillway::NpyArray> logits =
+      spillway::ReadNpyFile(output["file"].get<std::string>());
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  ASSERT_EQ(logits->data.size(), kN * kClasses * sizeof(float));
+  std::vector<float> got(kN * kClasses);
+  std::memcpy(got.data(), logits->data.data(), logits->data.size());
+
+  // The weights WriteTinyOnnxModel stores: 0.01 * (flat index % 7), OIHW.
+  auto weight = [](int64_t index) { return 0.01 * static_cast<double>(index % 7); };
+  double largest = 0;
+  for (int64_t n = 0; n < kN; ++n) {
+    std::vector<double> pooled(kO, 0.0);
+    for (int64_t o = 0; o < kO; ++o) {
+      for (int64_t y = 0; y < kH; ++y) {
+        for (int64_t x = 0; x < kW; ++x) {
+          double sum = 0;
+          for (int64_t c = 0; c < kC; ++c) {
+            for (int64_t ky = 0; ky < 3; ++ky) {
+              for (int64_t kx = 0; kx < 3; ++kx) {
+                const int64_t iy = y + ky - 1, ix = x + kx - 1;
+                if (iy < 0 || iy >= kH || ix < 0 || ix >= kW) continue;
+                sum += weight(((o * kC + c) * 3 + ky) * 3 + kx) *
+                       images[static_cast<size_t>(((n * kC + c) * kH + iy) * kW + ix)];
+              }
+            }
+          }
+          pooled[static_cast<size_t>(o)] += std::max(sum, 0.0) / (kH * kW);
+        }
+      }
+    }
+    for (int64_t j = 0; j < kClasses; ++j) {
+      double logit = weight(j);  // fc.bias
+      for (int64_t o = 0; o < kO; ++o) logit += weight(j * kO + o) * pooled[static_cast<size_t>(o)];
+      largest = std::max(largest, std::abs(logit));
+      EXPECT_NEAR(got[static_cast<size_t>(n * kClasses + j)], logit, 1e-5) << n << "," << j;
+    }
+  }
+  EXPECT_GT(largest, 0.01);
+
+  const CommandResult text = Spillway(fmt::format("forward --onnx {}", model));
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("images: seed 0 (uniform values; give it with --input)"));
+  EXPECT_THAT(text.out, HasSubstr("Output     logits [2,5] f32: mean"));
+}
+
+TEST(Cli, ForwardRunsABuiltInModelWithSeededParameters) {
+  const CommandResult run = Spillway("forward --model resnet18 --batch 2 --image 32 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  ASSERT_EQ(report["outputs"].size(), 1u);
+  // Cross-entropy of near-uniform logits over 1000 classes: about ln(1000).
+  EXPECT_NEAR(report["outputs"][0]["mean"].get<double>(), std::log(1000.0), 1.0);
+  EXPECT_EQ(report["inputs"][1]["name"], "labels");
+  EXPECT_EQ(report["inputs"][1]["source"], "seed 0");
+}
+
+TEST(Cli, ForwardInputErrorsSayWhatWasExpected) {
+  const std::string model = WriteTinyOnnxModel();
+  const std::string input =
+      fmt::format("{}/spillway_cli_forward_bad_{}.npy", ::testing::TempDir(), getpid());
+  const std::vector<float> values(2 * 3 * 8 * 4);
+  const std::vector<int64_t> shape = {2, 3, 8, 4};
+  ASSERT_TRUE(spillway::WriteNpyFile(input, spillway::NpyDType::kF32, shape,
+                                     std::as_bytes(std::span(values)))
+                  .ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--input pictures=" + input, "the model has no input 'pictures'; its inputs are images"},
+      {"--input images=" + input,
+       "input 'images' is [2,3,8,8] f32 (ONNX order); " + input + " holds [2,3,8,4] float32"},
+      {"--input images=/nonexistent/x.npy", "cannot open '/nonexistent/x.npy'"},
+      {"--input images", "expected NAME=FILE.npy"},
+      {"--input images=" + model, "not a NumPy .npy file"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CommandResult run = Spillway(fmt::format("forward --onnx {} {}", model, args));
+    EXPECT_EQ(run.exit_code, 2) << run.out;
+    EXPECT_THAT(run.out, HasSubstr("spillway: error: "));
+    EXPECT_THAT(run.out, HasSubstr(message));
+  }
+}
 
 }  // namespace

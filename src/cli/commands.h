@@ -18,5 +18,6 @@ CommandRunner AddHardwareCommand(CLI::App& app);
 CommandRunner AddPlanCommand(CLI::App& app);
 CommandRunner AddCompareCommand(CLI::App& app);
 CommandRunner AddTrainCommand(CLI::App& app);
+CommandRunner AddForwardCommand(CLI::App& app);
 
 }  // namespace spillway::cli

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
       spillway::cli::AddModelsCommand(app),   spillway::cli::AddInspectCommand(app),
       spillway::cli::AddHardwareCommand(app), spillway::cli::AddPlanCommand(app),
       spillway::cli::AddCompareCommand(app),  spillway::cli::AddTrainCommand(app),
+      spillway::cli::AddForwardCommand(app),
   };
   try {
     app.parse(argc, argv);

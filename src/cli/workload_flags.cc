@@ -48,7 +48,7 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
 
 namespace {
 
-absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags) {
+absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutputs outputs) {
   if (flags.image || flags.height || flags.width) {
     return absl::InvalidArgumentError(
         "with --onnx, give image sizes with --input-shape NAME=NxCxHxW instead of "
@@ -64,7 +64,7 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags) {
   options.first_seed = flags.options.seed;
   ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModelFile(flags.onnx, options));
   const ir::Graph& graph = model.graph;
-  if (options.loss == onnx::LossKind::kNone &&
+  if (outputs == WorkloadOutputs::kScalarLoss && options.loss == onnx::LossKind::kNone &&
       (graph.outputs().size() != 1 || graph.value(graph.outputs()[0]).type.rank() != 0)) {
     return absl::InvalidArgumentError(fmt::format(
         "{}: the model's output is not a scalar loss; add one with --loss cross-entropy",
@@ -75,11 +75,11 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags) {
 
 }  // namespace
 
-absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags) {
+absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outputs) {
   if (flags.model.empty() == flags.onnx.empty()) {
     return absl::InvalidArgumentError("give exactly one of --model and --onnx");
   }
-  if (!flags.onnx.empty()) return ImportWorkload(flags);
+  if (!flags.onnx.empty()) return ImportWorkload(flags, outputs);
   if (!flags.input_shapes.empty() || !flags.loss.empty()) {
     return absl::InvalidArgumentError("--input-shape and --loss go with --onnx");
   }

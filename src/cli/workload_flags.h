@@ -50,9 +50,14 @@ struct Workload {
   std::map<std::string, std::vector<std::byte>> initial_values;
 };
 
+// What the graph's outputs may be: training and planning need a scalar loss;
+// `spillway forward` runs any graph.
+enum class WorkloadOutputs { kScalarLoss, kAny };
+
 // Builds the workload the flags describe: a built-in model, or an imported
 // ONNX model with its weights.
-absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags);
+absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags,
+                                       WorkloadOutputs outputs = WorkloadOutputs::kScalarLoss);
 
 // "resnet50, batch 1, 8000x8000": the workload in words, for report headers.
 std::string DescribeWorkload(const WorkloadFlags& flags);

@@ -1,0 +1,332 @@
+// `spillway forward`: run a model's forward graph once on the CPU, with inputs
+// from .npy files or the seed, and write or summarize its outputs: the check
+// that an imported model computes what the framework it came from computes
+// (docs/onnx.md).
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
+#include "cli/commands.h"
+#include "cli/workload_flags.h"
+#include "fmt/format.h"
+#include "fmt/ostream.h"
+#include "fmt/ranges.h"
+#include "nlohmann/json.hpp"
+#include "runtime/forward.h"
+#include "support/npy.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+#include "train/initializer.h"
+#include "train/random.h"
+
+namespace spillway::cli {
+namespace {
+
+struct ForwardFlags {
+  WorkloadFlags workload;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string output_dir;
+  std::string backend = "cpu";
+  int threads = 2;
+  bool json = false;
+};
+
+// One graph input's bytes in the IR's layout, and where they came from.
+struct InputValue {
+  std::vector<std::byte> bytes;
+  std::string source;  // the file, or "seed N"
+};
+
+std::optional<NpyDType> ToNpy(ir::DType dtype) {
+  if (dtype == ir::DType::kF32) return NpyDType::kF32;
+  if (dtype == ir::DType::kI64) return NpyDType::kI64;
+  return std::nullopt;
+}
+
+absl::StatusOr<InputValue> ReadInput(const ir::Value& value, const std::string& path) {
+  ASSIGN_OR_RETURN(const NpyArray array, ReadNpyFile(path));
+  const ir::Shape expected = runtime::FrameworkShape(value.type);
+  const std::optional<NpyDType> dtype = ToNpy(value.type.dtype);
+  if (!dtype || array.dtype != *dtype || array.shape != expected) {
+    return absl::InvalidArgumentError(
+        fmt::format("input '{}' is {} {} (ONNX order); {} holds {} {}", value.name,
+                    ir::ShapeToString(expected), ir::DTypeName(value.type.dtype), path,
+                    ir::ShapeToString(array.shape), NpyDTypeName(array.dtype)));
+  }
+  return InputValue{runtime::FromFrameworkOrder(value.type, array.data), path};
+}
+
+// The exclusive upper bound of an integer input: the classes of the loss that
+// reads it as labels, or the rows of the embedding that reads it as indices.
+std::optional<int64_t> IntegerLimit(const ir::Graph& graph, ir::ValueId value) {
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.op == ir::OpKind::kCrossEntropyLoss && node.inputs[1] == value) {
+      return graph.value(node.inputs[0]).type.shape.back();
+    }
+    if (node.op == ir::OpKind::kEmbedding && node.inputs[1] == value) {
+      return graph.value(node.inputs[0]).type.shape.front();
+    }
+  }
+  return std::nullopt;
+}
+
+// Uniform values from the seed: floats in [-1, 1), integers in their range.
+absl::StatusOr<InputValue> SeededInput(const ir::Graph& graph, ir::ValueId id, int64_t seed) {
+  const ir::Value& value = graph.value(id);
+  const train::RandomStream random(
+      train::StreamKey(static_cast<uint64_t>(seed), {static_cast<uint64_t>(id)}));
+  const size_t count = static_cast<size_t>(*ir::NumElements(value.type.shape));
+  InputValue input{std::vector<std::byte>(static_cast<size_t>(value.type.bytes())),
+                   fmt::format("seed {}", seed)};
+  if (value.type.dtype == ir::DType::kF32) {
+    std::vector<float> values(count);
+    for (size_t i = 0; i < count; ++i) values[i] = random.Uniform(i, -1.0f, 1.0f);
+    std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
+    return input;
+  }
+  const std::optional<int64_t> limit = IntegerLimit(graph, id);
+  if (value.type.dtype != ir::DType::kI64 || !limit || *limit <= 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "input '{}' ({}) cannot be drawn from the seed; give it with --input {}=FILE.npy",
+        value.name, ir::TypeToString(value.type), value.name));
+  }
+  std::vector<int64_t> values(count);
+  for (size_t i = 0; i < count; ++i) {
+    values[i] = static_cast<int64_t>(random.Below(i, static_cast<uint64_t>(*limit)));
+  }
+  std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
+  return input;
+}
+
+// Every kInput value, from --input or the seed.
+absl::StatusOr<std::map<std::string, InputValue>> GatherInputs(const ir::Graph& graph,
+                                                               const ForwardFlags& flags) {
+  std::map<std::string, InputValue> inputs;
+  std::vector<std::string> names;
+  for (ir::ValueId id : graph.InputsOfKind(ir::ValueKind::kInput)) {
+    names.push_back(graph.value(id).name);
+  }
+  for (const std::string& text : flags.inputs) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+      return absl::InvalidArgumentError(fmt::format("--input '{}': expected NAME=FILE.npy", text));
+    }
+    const std::string name = text.substr(0, eq);
+    const std::optional<ir::ValueId> id = graph.FindValue(name);
+    if (!id || graph.value(*id).kind != ir::ValueKind::kInput) {
+      return absl::InvalidArgumentError(
+          fmt::format("--input {}: the model has no input '{}'; its inputs are {}", text, name,
+                      fmt::join(names, ", ")));
+    }
+    if (inputs.contains(name)) {
+      return absl::InvalidArgumentError(fmt::format("--input {} is given twice", name));
+    }
+    ASSIGN_OR_RETURN(inputs[name], ReadInput(graph.value(*id), text.substr(eq + 1)));
+  }
+  for (ir::ValueId id : graph.InputsOfKind(ir::ValueKind::kInput)) {
+    const std::string& name = graph.value(id).name;
+    if (inputs.contains(name)) continue;
+    ASSIGN_OR_RETURN(inputs[name], SeededInput(graph, id, flags.workload.options.seed));
+  }
+  return inputs;
+}
+
+// Parameters and buffers: the ONNX file's, or a built-in model's initialized
+// from the seed.
+absl::StatusOr<std::map<std::string, std::vector<std::byte>>> ModelValues(
+    Workload& workload, const ForwardFlags& flags) {
+  if (!flags.workload.onnx.empty()) return std::move(workload.initial_values);
+  ASSIGN_OR_RETURN(
+      const auto state,
+      train::InitialState(workload.graph, static_cast<uint64_t>(flags.workload.options.seed)));
+  std::map<std::string, std::vector<std::byte>> values;
+  for (const auto& [id, bytes] : state) values[workload.graph.value(id).name] = bytes;
+  return values;
+}
+
+struct OutputSummary {
+  std::string name;
+  ir::Shape shape;  // ONNX order
+  ir::DType dtype = ir::DType::kF32;
+  double mean = 0;
+  double min = 0;
+  double max = 0;
+  std::string file;  // empty without --output-dir
+};
+
+OutputSummary Summarize(const ir::Value& value, std::span<const std::byte> bytes) {
+  OutputSummary s;
+  s.name = value.name;
+  s.shape = runtime::FrameworkShape(value.type);
+  s.dtype = value.type.dtype;
+  const size_t count = static_cast<size_t>(*ir::NumElements(value.type.shape));
+  if (count == 0) return s;
+  auto element = [&](size_t i) -> double {
+    if (value.type.dtype == ir::DType::kI64) {
+      int64_t v;
+      std::memcpy(&v, bytes.data() + i * sizeof v, sizeof v);
+      return static_cast<double>(v);
+    }
+    float v;
+    std::memcpy(&v, bytes.data() + i * sizeof v, sizeof v);
+    return v;
+  };
+  double sum = 0;
+  s.min = std::numeric_limits<double>::infinity();
+  s.max = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < count; ++i) {
+    const double v = element(i);
+    sum += v;
+    s.min = std::min(s.min, v);
+    s.max = std::max(s.max, v);
+  }
+  s.mean = sum / static_cast<double>(count);
+  return s;
+}
+
+// A file name for a value name: ONNX names may hold '/' and ':'.
+std::string FileName(std::string_view name) {
+  std::string file(name);
+  for (char& c : file) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  }
+  return file + ".npy";
+}
+
+std::unique_ptr<backends::Backend> MakeBackend(const ForwardFlags& flags) {
+  if (flags.backend == "reference") {
+    return std::make_unique<backends::reference::ReferenceBackend>();
+  }
+  return std::make_unique<backends::cpu::CpuBackend>(
+      backends::cpu::CpuBackendOptions{.threads = flags.threads});
+}
+
+absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
+  ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags.workload, WorkloadOutputs::kAny));
+  const ir::Graph& graph = workload.graph;
+  ASSIGN_OR_RETURN(const auto inputs, GatherInputs(graph, flags));
+  ASSIGN_OR_RETURN(const auto model_values, ModelValues(workload, flags));
+  runtime::ForwardInputs bytes;
+  for (const auto& [name, input] : inputs) bytes.emplace(name, input.bytes);
+  for (const auto& [name, value] : model_values) bytes.emplace(name, value);
+  if (!flags.output_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(flags.output_dir, error);
+    if (error) {
+      return absl::InvalidArgumentError(
+          fmt::format("cannot create --output-dir '{}': {}", flags.output_dir, error.message()));
+    }
+  }
+
+  const std::unique_ptr<backends::Backend> backend = MakeBackend(flags);
+  ASSIGN_OR_RETURN(const runtime::ForwardResult result,
+                   runtime::RunForward(graph, *backend, bytes));
+
+  std::vector<OutputSummary> outputs;
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const ir::Value& value = graph.value(graph.outputs()[i]);
+    OutputSummary& summary = outputs.emplace_back(Summarize(value, result.outputs[i]));
+    if (flags.output_dir.empty()) continue;
+    const std::optional<NpyDType> dtype = ToNpy(value.type.dtype);
+    if (!dtype) {
+      return absl::UnimplementedError(
+          fmt::format("output '{}' is {}; only f32 and i64 outputs can be written", value.name,
+                      ir::DTypeName(value.type.dtype)));
+    }
+    summary.file = (std::filesystem::path(flags.output_dir) / FileName(value.name)).string();
+    RETURN_IF_ERROR(WriteNpyFile(summary.file, *dtype, summary.shape,
+                                 runtime::ToFrameworkOrder(value.type, result.outputs[i])));
+  }
+
+  // Counted as `spillway inspect` counts them: the elements of every parameter.
+  int64_t parameters = 0;
+  for (ir::ValueId id : graph.InputsOfKind(ir::ValueKind::kParameter)) {
+    parameters += *ir::NumElements(graph.value(id).type.shape);
+  }
+  if (flags.json) {
+    nlohmann::ordered_json json = {
+        {"workload", DescribeWorkload(flags.workload)},
+        {"parameters", parameters},
+        {"backend", flags.backend},
+        {"threads", flags.threads},
+        {"seconds", result.seconds},
+        {"peak_device_bytes", result.peak_device_bytes},
+    };
+    nlohmann::ordered_json& input_json = json["inputs"] = nlohmann::ordered_json::array();
+    for (const auto& [name, input] : inputs) {
+      input_json.push_back({{"name", name}, {"source", input.source}});
+    }
+    nlohmann::ordered_json& output_json = json["outputs"] = nlohmann::ordered_json::array();
+    for (const OutputSummary& s : outputs) {
+      output_json.push_back({{"name", s.name},
+                             {"shape", s.shape},
+                             {"dtype", std::string(ir::DTypeName(s.dtype))},
+                             {"mean", s.mean},
+                             {"min", s.min},
+                             {"max", s.max},
+                             {"file", s.file.empty() ? nlohmann::ordered_json(nullptr)
+                                                     : nlohmann::ordered_json(s.file)}});
+    }
+    out << json.dump(2) << "\n";
+    return absl::OkStatus();
+  }
+  fmt::print(out, "Workload   {}, {} parameters\n", DescribeWorkload(flags.workload),
+             FormatCount(static_cast<double>(parameters)));
+  for (const auto& [name, input] : inputs) {
+    fmt::print(out, "Input      {}: {}{}\n", name, input.source,
+               input.source.starts_with("seed ") ? " (uniform values; give it with --input)" : "");
+  }
+  fmt::print(out, "Ran        {} nodes on {}{} in {:.3f} s, peak device memory {}\n",
+             graph.num_nodes(), flags.backend,
+             flags.backend == "cpu" ? fmt::format(" ({} threads)", flags.threads) : "",
+             result.seconds, FormatBytes(result.peak_device_bytes));
+  for (const OutputSummary& s : outputs) {
+    fmt::print(out, "Output     {} {} {}: mean {:.6g}, min {:.6g}, max {:.6g}{}\n", s.name,
+               ir::ShapeToString(s.shape), ir::DTypeName(s.dtype), s.mean, s.min, s.max,
+               s.file.empty() ? "" : fmt::format(" -> {}", s.file));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CommandRunner AddForwardCommand(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "forward",
+      "Run a model's forward pass once on the CPU and write or summarize its outputs: checks "
+      "that an imported ONNX model computes what its framework computes");
+  auto flags = std::make_shared<ForwardFlags>();
+  AddWorkloadFlags(*command, flags->workload);
+  command->get_option("--seed")->description(
+      "Seed of the inputs not given with --input, of a built-in model's parameters and of the "
+      "dropout masks");
+  command->add_option("--input", flags->inputs,
+                      "An input's values: NAME=FILE.npy, float32 or int64 in ONNX order (NCHW "
+                      "for images) (repeatable); inputs not given are uniform from --seed");
+  command->add_option("--output-dir", flags->output_dir,
+                      "Write each output as DIR/<name>.npy, in ONNX order");
+  command
+      ->add_option("--backend", flags->backend,
+                   "cpu (oneDNN and OpenMP loops) or reference (slow, plain)")
+      ->check(CLI::IsMember({"cpu", "reference"}))
+      ->capture_default_str();
+  command->add_option("--threads", flags->threads, "Threads per kernel on the cpu backend")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_flag("--json", flags->json,
+                    "Print the parameter count, the inputs' sources and each output's name, shape "
+                    "(ONNX order), dtype, mean, min, max and file as JSON");
+  return [command, flags](std::ostream& out) -> absl::Status {
+    if (!command->parsed()) return absl::OkStatus();
+    return RunForwardCommand(out, *flags);
+  };
+}
+
+}  // namespace spillway::cli
