@@ -21,7 +21,7 @@ SKIP = 77
 
 try:
     import numpy as np
-    import onnx  # noqa: F401  (torch.onnx.export needs it to check the model)
+    import onnx  # noqa: F401  (a prerequisite the issue names; torch.onnx uses it if present)
     import torch
     import torchvision
 except ImportError as error:
