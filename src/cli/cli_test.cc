@@ -423,9 +423,17 @@ TEST(Cli, TrainStartsAnOnnxModelFromTheWeightsInItsFile) {
     WriteRgbPng((dir / fmt::format("{}.png", i)).string(), rgb);
     expected += TinyModelLoss(rgb, label) / 4;
   }
-  const CommandResult run = Spillway(
-      "train --onnx " + model + " --loss cross-entropy --batch 4 --data " + data.string() +
-      " --budget 64KiB --policy hybrid --max-evaluations 20 --steps 5 --lr 0.1 --threads 1 --json");
+  const std::string train = "train --onnx " + model + " --loss cross-entropy --batch 4 --data " +
+                            data.string() +
+                            " --policy hybrid --max-evaluations 20 --steps 5 --lr 0.1 --threads 1";
+  // The smallest budget the plan fits, as the error for a smaller one names
+  // it: the plan must spill or recompute (none needs more).
+  const CommandResult too_small = Spillway(train + " --budget 1KiB");
+  ASSERT_EQ(too_small.exit_code, 2) << too_small.out;
+  const size_t hint = too_small.out.find("rerun with --budget ");
+  ASSERT_NE(hint, std::string::npos) << too_small.out;
+  const int64_t budget = std::stoll(too_small.out.substr(hint + 20));
+  const CommandResult run = Spillway(train + fmt::format(" --budget {} --json", budget));
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const nlohmann::json json = nlohmann::json::parse(run.out.substr(run.out.find("{\n")));
   EXPECT_EQ(json["model"], model);
@@ -437,7 +445,9 @@ TEST(Cli, TrainStartsAnOnnxModelFromTheWeightsInItsFile) {
   // f32 rounding allowed here.
   EXPECT_NEAR(losses.front(), expected, 1e-5);
   EXPECT_LT(losses.back(), losses.front());
-  EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), json["budget_bytes"].get<int64_t>());
+  EXPECT_EQ(json["budget_bytes"].get<int64_t>(), budget);
+  EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), budget);
+  EXPECT_GT(json["spilled_tensors"].get<int64_t>() + json["recomputed_tensors"].get<int64_t>(), 0);
 }
 
 struct BadInput {

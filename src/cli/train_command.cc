@@ -1,5 +1,6 @@
 // `spillway train`: plan a workload for a budget and train it for real on the
-// CPU backend, with checkpoints, progress and a summary.
+// CPU backend, with checkpoints, progress and a summary. A built-in model
+// starts from the seed, an ONNX model from the weights in its file.
 #include <unistd.h>
 
 #include <iostream>
@@ -49,8 +50,8 @@ constexpr double kDefaultAdamLr = 1e-3;
 void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   AddWorkloadFlags(command, flags.workload);
   command.get_option("--seed")->description(
-      "Seed of the parameters' initialization, the synthetic data, the shuffling of a data "
-      "directory and the dropout masks");
+      "Seed of the parameters' initialization (with --onnx they start from the file's weights), "
+      "the synthetic data, the shuffling of a data directory and the dropout masks");
   command.add_option("--budget", flags.budget,
                      "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
                      "the profile's memory (60%); default: the profile's memory less its reserve");
@@ -162,7 +163,7 @@ nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::Train
                                      const train::TrainingSummary& summary) {
   const program::Plan& plan = trainer.plan().best.plan;
   nlohmann::ordered_json json = {
-      {"model", flags.workload.model},
+      {"model", flags.workload.onnx.empty() ? flags.workload.model : flags.workload.onnx},
       {"workload", DescribeWorkload(flags.workload)},
       {"optimizer", flags.optimizer},
       {"lr", options.optimizer.lr},
@@ -199,8 +200,8 @@ nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::Train
   return json;
 }
 
-void PrintHeader(std::ostream& out, const TrainFlags& flags, const train::TrainerOptions& options,
-                 train::Trainer& trainer) {
+void PrintHeader(std::ostream& out, const TrainFlags& flags, const Workload& workload,
+                 const train::TrainerOptions& options, train::Trainer& trainer) {
   const planner::PlanResult& plan = trainer.plan();
   fmt::print(out, "Workload     {} ({})\n", DescribeWorkload(flags.workload),
              DescribeOptimizer(options));
@@ -213,6 +214,10 @@ void PrintHeader(std::ostream& out, const TrainFlags& flags, const train::Traine
   fmt::print(out, "Backend      {}{}\n", flags.backend,
              flags.backend == "cpu" ? fmt::format(", {} threads", flags.threads) : "");
   fmt::print(out, "Data         {}\n", trainer.data().Describe());
+  if (!flags.workload.onnx.empty()) {
+    fmt::print(out, "Weights      {} parameters and buffers from {}\n",
+               workload.initial_values.size(), flags.workload.onnx);
+  }
   if (!flags.resume.empty()) {
     fmt::print(out, "Resumed      from {} after step {}\n", flags.resume, trainer.steps_done());
   }
@@ -241,7 +246,8 @@ void PrintSummary(std::ostream& out, const TrainFlags& flags, const train::Train
 CommandRunner AddTrainCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "train",
-      "Train a workload for real on the CPU under a memory budget, as the chosen policy plans it");
+      "Train a workload for real on the CPU under a memory budget, as the chosen policy plans it; "
+      "--onnx needs --loss cross-entropy and starts from the file's weights");
   auto flags = std::make_shared<TrainFlags>();
   AddTrainFlags(*command, *flags);
   return [command, flags](std::ostream& out) -> absl::Status {
@@ -249,14 +255,15 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     if (flags->save_every > 0 && flags->save.empty()) {
       return absl::InvalidArgumentError("--save-every needs --save PATH");
     }
-    if (!flags->workload.onnx.empty()) {
-      return absl::UnimplementedError(
-          "train --onnx is not supported yet: the trainer does not load imported weights "
-          "(inspect, plan and compare take --onnx)");
+    if (!flags->workload.onnx.empty() && flags->workload.loss.empty()) {
+      return absl::InvalidArgumentError(
+          "train --onnx needs --loss cross-entropy: the trainer feeds labels to the loss it adds "
+          "over the model's logits");
     }
-    ASSIGN_OR_RETURN(const train::TrainerOptions options, MakeTrainerOptions(*flags));
+    ASSIGN_OR_RETURN(train::TrainerOptions options, MakeTrainerOptions(*flags));
     ASSIGN_OR_RETURN(const Workload workload, BuildWorkload(flags->workload));
     const ir::Graph& forward = workload.graph;
+    options.initial_values = &workload.initial_values;
     const std::unique_ptr<backends::Backend> backend = MakeBackend(*flags);
     ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
                      train::Trainer::Create(forward, options, *backend));
@@ -265,7 +272,7 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     // With --json, stdout holds only the JSON: progress goes to stderr.
     std::ostream& log = flags->json ? std::cerr : out;
     const int log_fd = flags->json ? STDERR_FILENO : STDOUT_FILENO;
-    if (!flags->json) PrintHeader(out, *flags, options, *trainer);
+    if (!flags->json) PrintHeader(out, *flags, workload, options, *trainer);
     train::Progress progress(
         log, isatty(log_fd) != 0 ? train::Progress::Mode::kTerminal : train::Progress::Mode::kPlain,
         flags->log_every, trainer->task().task == train::Task::kLanguageModel ? "seq" : "img");
