@@ -10,6 +10,7 @@ packages=(
   libdnnl-dev coinor-libcbc-dev libpng-dev libjpeg-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   clang-format clang-tidy
+  clang libclang-rt-14-dev
 )
 
 missing=()
