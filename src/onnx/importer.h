@@ -39,6 +39,9 @@ struct ImportOptions {
   LossKind loss = LossKind::kNone;
   // Dropout nodes get seeds first_seed, first_seed + 1, ... in node order.
   int64_t first_seed = 0;
+  // Where tensors stored as external data are read from (their `location`
+  // is relative to it); ImportModelFile sets it to the model's directory.
+  std::string external_data_dir;
 };
 
 struct ImportedModel {

@@ -169,6 +169,26 @@ absl::StatusOr<Types> InferSliceBackward(const AttrMap& attrs, std::span<const T
 
 // ---- reshape ----
 
+// The optional `layout` tag of reshape and transpose results ("row_major"
+// or "nhwc", which needs rank 4); nullopt when not given.
+absl::StatusOr<std::optional<Layout>> ValidateLayout(const AttrMap& attrs, int64_t rank) {
+  if (!attrs.Has("layout")) return std::optional<Layout>();
+  // GCC 12 at -O3 wrongly reports a moved-out std::string as maybe uninitialized.
+  const absl::StatusOr<std::string> layout_name_or = attrs.GetString("layout");
+  if (!layout_name_or.ok()) return layout_name_or.status();
+  const std::string& layout_name = *layout_name_or;
+  std::optional<Layout> layout = ParseLayout(layout_name);
+  if (!layout.has_value()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "attribute 'layout' must be \"row_major\" or \"nhwc\", got \"{}\"", layout_name));
+  }
+  if (*layout == Layout::kNHWC && rank != 4) {
+    return absl::InvalidArgumentError(
+        fmt::format("attribute 'layout' \"nhwc\" needs a rank-4 result, got rank {}", rank));
+  }
+  return layout;
+}
+
 absl::Status ValidateReshape(const AttrMap& attrs) {
   ASSIGN_OR_RETURN(IntList shape, attrs.GetInts("shape"));
   int inferred_dims = 0;
@@ -184,20 +204,7 @@ absl::Status ValidateReshape(const AttrMap& attrs) {
     return absl::InvalidArgumentError(
         fmt::format("attribute 'shape' may have one -1 entry, got {}", AttrValueToString(shape)));
   }
-  // GCC 12 at -O3 wrongly reports a moved-out std::string as maybe uninitialized.
-  const absl::StatusOr<std::string> layout_name_or = attrs.GetString("layout", "row_major");
-  if (!layout_name_or.ok()) return layout_name_or.status();
-  const std::string& layout_name = *layout_name_or;
-  std::optional<Layout> layout = ParseLayout(layout_name);
-  if (!layout.has_value()) {
-    return absl::InvalidArgumentError(fmt::format(
-        "attribute 'layout' must be \"row_major\" or \"nhwc\", got \"{}\"", layout_name));
-  }
-  if (*layout == Layout::kNHWC && shape.size() != 4) {
-    return absl::InvalidArgumentError(fmt::format(
-        "attribute 'layout' \"nhwc\" needs a rank-4 shape, got {}", AttrValueToString(shape)));
-  }
-  return absl::OkStatus();
+  return ValidateLayout(attrs, static_cast<int64_t>(shape.size())).status();
 }
 
 absl::StatusOr<Types> InferReshape(const AttrMap& attrs, std::span<const TensorType> inputs) {
@@ -241,7 +248,7 @@ absl::Status ValidateTranspose(const AttrMap& attrs) {
         fmt::format("attribute 'perm' {} is not a permutation of 0..{}", AttrValueToString(perm),
                     static_cast<int64_t>(perm.size()) - 1));
   }
-  return absl::OkStatus();
+  return ValidateLayout(attrs, static_cast<int64_t>(perm.size())).status();
 }
 
 absl::StatusOr<Types> InferTranspose(const AttrMap& attrs, std::span<const TensorType> inputs) {
@@ -258,8 +265,12 @@ absl::StatusOr<Types> InferTranspose(const AttrMap& attrs, std::span<const Tenso
     shape[i] = x.shape[static_cast<size_t>(perm[i])];
     identity = identity && perm[i] == static_cast<int64_t>(i);
   }
-  // The NHWC tag says which logical axis is which; after a real permutation it no longer holds.
-  return Types{TensorType{x.dtype, std::move(shape), identity ? x.layout : Layout::kRowMajor}};
+  // The NHWC tag says which logical axis is which; after a real permutation
+  // it no longer holds, unless the permutation made the result NHWC and the
+  // `layout` attribute says so.
+  const std::optional<Layout> layout = *ValidateLayout(attrs, x.rank());
+  return Types{TensorType{x.dtype, std::move(shape),
+                          layout.value_or(identity ? x.layout : Layout::kRowMajor)}};
 }
 
 // ---- flatten ----

@@ -158,7 +158,7 @@ TEST(TensorOpsTest, ReshapeRejectsBadAttributes) {
               HasSubstr("attribute 'shape' entries must be positive or -1, got [0,24]"));
   EXPECT_THAT(InferError(OpKind::kReshape, {F32({24})},
                          {{"shape", IntList{2, 12}}, {"layout", std::string("nhwc")}}),
-              HasSubstr("attribute 'layout' \"nhwc\" needs a rank-4 shape, got [2,12]"));
+              HasSubstr("attribute 'layout' \"nhwc\" needs a rank-4 result, got rank 2"));
   EXPECT_THAT(InferError(OpKind::kReshape, {F32({24})},
                          {{"shape", IntList{24}}, {"layout", std::string("nchw")}}),
               HasSubstr("attribute 'layout' must be \"row_major\" or \"nhwc\", got \"nchw\""));
@@ -176,9 +176,19 @@ TEST(TensorOpsTest, TransposePermutesDims) {
   EXPECT_THAT(
       InferTypes(OpKind::kTranspose, {Activation({1, 2, 3, 4})}, {{"perm", IntList{0, 1, 2, 3}}}),
       ElementsAre("f32[1,2,3,4] nhwc"));
+  // `layout` tags the result: NCHW data permuted to NHWC, and back.
+  EXPECT_THAT(InferTypes(OpKind::kTranspose, {F32({1, 4, 2, 3})},
+                         {{"perm", IntList{0, 2, 3, 1}}, {"layout", std::string("nhwc")}}),
+              ElementsAre("f32[1,2,3,4] nhwc"));
+  EXPECT_THAT(InferTypes(OpKind::kTranspose, {Activation({1, 2, 3, 4})},
+                         {{"perm", IntList{0, 1, 2, 3}}, {"layout", std::string("row_major")}}),
+              ElementsAre("f32[1,2,3,4]"));
 }
 
 TEST(TensorOpsTest, TransposeRejectsBadPerm) {
+  EXPECT_THAT(InferError(OpKind::kTranspose, {F32({2, 3, 4})},
+                         {{"perm", IntList{0, 2, 1}}, {"layout", std::string("nhwc")}}),
+              HasSubstr("attribute 'layout' \"nhwc\" needs a rank-4 result, got rank 3"));
   EXPECT_THAT(InferError(OpKind::kTranspose, {F32({2, 3, 4})}, {{"perm", IntList{0, 0, 1}}}),
               HasSubstr("attribute 'perm' [0,0,1] is not a permutation of 0..2"));
   EXPECT_THAT(InferError(OpKind::kTranspose, {F32({2, 3, 4})}, {{"perm", IntList{1, 0}}}),
