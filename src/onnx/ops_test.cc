@@ -560,6 +560,17 @@ TEST(OnnxOpsTest, BatchNormalizationInTrainingMode) {
   ExpectNear(Evaluate(model, {{"x", x}}).at(0), expected, 1e-4f);
 }
 
+// Upsample is deprecated since opset 10: ONNX's checker refuses it in every
+// opset the importer takes, and the error says why.
+TEST(OnnxOpsTest, UpsampleIsRefusedAsDeprecated) {
+  ModelBuilder m(11);
+  m.Input("x", {1, 2, 3, 3});
+  m.Weight("scales", {4}, {1.0f, 1.0f, 2.0f, 2.0f});
+  SetString(m.Node("Upsample", {"x", "scales"}, {"y"}), "mode", "nearest");
+  m.Output("y", 4);
+  EXPECT_THAT(ImportError(m), HasSubstr("Upsample is deprecated"));
+}
+
 // Casts of data to its own type, Identity and inference-mode Dropout vanish.
 TEST(OnnxOpsTest, IdentityCastAndInferenceDropoutAddNoNodes) {
   ModelBuilder m;
