@@ -336,6 +336,16 @@ TEST(Cli, InspectAndPlanTakeAnOnnxModel) {
   ASSERT_EQ(larger.exit_code, 0) << larger.out;
   EXPECT_THAT(larger.out, HasSubstr("images=16x3x64x64"));
 
+  // A frozen convolution is used, not trained: only the head's parameters remain.
+  const CommandResult frozen =
+      Spillway("inspect --onnx " + path + " --loss cross-entropy --freeze conv. --json");
+  ASSERT_EQ(frozen.exit_code, 0) << frozen.out;
+  EXPECT_EQ(nlohmann::json::parse(frozen.out)["parameters"].get<int64_t>(), 5 * 4 + 5);
+  const CommandResult typo =
+      Spillway("inspect --onnx " + path + " --loss cross-entropy --freeze cnv");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.out, HasSubstr("--freeze 'cnv' matches no initializer"));
+
   const CommandResult batch =
       Spillway("inspect --onnx " + path + " --loss cross-entropy --batch 7 --json");
   ASSERT_EQ(batch.exit_code, 0) << batch.out;

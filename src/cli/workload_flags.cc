@@ -17,6 +17,9 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
                      "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)");
   command.add_option("--loss", flags.loss, "--onnx: loss over the model's output")
       ->check(CLI::IsMember({"cross-entropy"}));
+  command.add_option("--freeze", flags.frozen,
+                     "--onnx: do not train the initializers whose names start with this prefix "
+                     "(repeatable), e.g. a backbone's");
   command
       .add_option("--batch", flags.batch,
                   "Batch size (default 1; with --onnx, the first dimension of every input)")
@@ -62,6 +65,7 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutp
   options.batch = flags.batch;
   if (flags.loss == "cross-entropy") options.loss = onnx::LossKind::kCrossEntropy;
   options.first_seed = flags.options.seed;
+  options.frozen = flags.frozen;
   ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModelFile(flags.onnx, options));
   const ir::Graph& graph = model.graph;
   if (outputs == WorkloadOutputs::kScalarLoss && options.loss == onnx::LossKind::kNone &&
@@ -80,8 +84,8 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
     return absl::InvalidArgumentError("give exactly one of --model and --onnx");
   }
   if (!flags.onnx.empty()) return ImportWorkload(flags, outputs);
-  if (!flags.input_shapes.empty() || !flags.loss.empty()) {
-    return absl::InvalidArgumentError("--input-shape and --loss go with --onnx");
+  if (!flags.input_shapes.empty() || !flags.loss.empty() || !flags.frozen.empty()) {
+    return absl::InvalidArgumentError("--input-shape, --loss and --freeze go with --onnx");
   }
   if (flags.image && (flags.height || flags.width)) {
     return absl::InvalidArgumentError("give either --image or --height/--width, not both");

@@ -23,7 +23,8 @@ struct WorkloadFlags {
   std::string onnx;
   std::vector<std::string> input_shapes;
   std::string loss;
-  std::optional<int64_t> batch;  // the model's default (1), or the file's shapes
+  std::vector<std::string> frozen;  // initializer name prefixes that are not trained
+  std::optional<int64_t> batch;     // the model's default (1), or the file's shapes
   std::optional<int64_t> image;
   std::optional<int64_t> height;
   std::optional<int64_t> width;

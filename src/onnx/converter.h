@@ -141,6 +141,8 @@ class Importer {
   int64_t NextDropoutSeed() { return next_seed_++; }
 
  private:
+  // Whether an initializer of this name is frozen (ImportOptions::frozen).
+  bool Frozen(std::string_view name) const;
   absl::Status AddGraphInputs();
   absl::Status AddGraphOutputs();
   ConvertResult Convert(const ::onnx::NodeProto& node);

@@ -174,7 +174,7 @@ absl::StatusOr<ir::ValueId> Importer::DataNamed(const std::string& name, ir::Val
         fmt::format("integer constant '{}' used as data (only as shapes and indices)", name));
   }
   // A constant that is no initializer (a Constant node's value) is not trained.
-  if (!entry.initializer) kind = ir::ValueKind::kBuffer;
+  if (!entry.initializer || Frozen(name)) kind = ir::ValueKind::kBuffer;
   entry.value = result_.graph.AddInput(name, ir::F32(c.shape), kind);
   result_.initial_values[result_.graph.value(entry.value).name] = ToBytes(c.floats);
   return entry.value;
@@ -183,7 +183,8 @@ absl::StatusOr<ir::ValueId> Importer::DataNamed(const std::string& name, ir::Val
 ir::ValueId Importer::Materialize(const std::string& name, ir::Shape shape,
                                   const std::vector<float>& values) {
   Entry& entry = entries_.at(name);
-  const ir::ValueKind kind = entry.initializer ? ir::ValueKind::kParameter : ir::ValueKind::kBuffer;
+  const ir::ValueKind kind =
+      entry.initializer && !Frozen(name) ? ir::ValueKind::kParameter : ir::ValueKind::kBuffer;
   entry.value = result_.graph.AddInput(name, ir::F32(std::move(shape)), kind);
   result_.initial_values[result_.graph.value(entry.value).name] = ToBytes(values);
   return entry.value;
@@ -277,7 +278,21 @@ void Importer::MarkOutputsUnavailable(const NodeProto& node, int from, const std
   }
 }
 
+bool Importer::Frozen(std::string_view name) const {
+  return std::any_of(options_.frozen.begin(), options_.frozen.end(),
+                     [name](const std::string& prefix) { return name.starts_with(prefix); });
+}
+
 absl::Status Importer::AddGraphInputs() {
+  for (const std::string& prefix : options_.frozen) {
+    const auto& inits = model_.graph().initializer();
+    if (std::none_of(inits.begin(), inits.end(), [&prefix](const TensorProto& init) {
+          return std::string_view(init.name()).starts_with(prefix);
+        })) {
+      return absl::InvalidArgumentError(
+          fmt::format("--freeze '{}' matches no initializer of the model", prefix));
+    }
+  }
   for (const TensorProto& init : model_.graph().initializer()) {
     ASSIGN_OR_RETURN(Constant c, ReadTensor(init));
     Entry& entry = entries_[init.name()];

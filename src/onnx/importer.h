@@ -37,6 +37,10 @@ struct ImportOptions {
   // kCrossEntropy: the single output are logits [N, classes]; an i64[N] input
   // "labels" and a cross_entropy_loss node make the output a scalar loss.
   LossKind loss = LossKind::kNone;
+  // Initializers whose names start with one of these prefixes are buffers:
+  // used as they are, not trained (a frozen backbone). Each prefix must
+  // match some initializer.
+  std::vector<std::string> frozen;
   // Dropout nodes get seeds first_seed, first_seed + 1, ... in node order.
   int64_t first_seed = 0;
   // Where tensors stored as external data are read from (their `location`

@@ -523,6 +523,38 @@ TEST(ImporterTest, SmallCnnImportsTrainsAndPlans) {
   EXPECT_TRUE(plan->feasible);
 }
 
+// Frozen initializers are buffers: read by the forward graph, given no
+// gradient and no update.
+TEST(ImporterTest, FrozenInitializersAreBuffersWithoutUpdates) {
+  ModelBuilder m;
+  m.Input("x", {2, 3, 4, 4});
+  m.Weight("backbone.conv.weight", {4, 3, 3, 3});
+  m.Node("Conv", {"x", "backbone.conv.weight"}, {"features"});
+  m.Node("GlobalAveragePool", {"features"}, {"pooled"});
+  m.Node("Flatten", {"pooled"}, {"flat"});
+  m.Weight("head.weight", {5, 4});
+  SetInt(m.Node("Gemm", {"flat", "head.weight"}, {"logits"}), "transB", 1);
+  m.Output("logits", 2);
+  ImportOptions options;
+  options.loss = LossKind::kCrossEntropy;
+  options.frozen = {"backbone."};
+  const ImportedModel model = ImportOrDie(m, options);
+  EXPECT_EQ(ValueNamed(model.graph, "backbone.conv.weight").kind, ir::ValueKind::kBuffer);
+  EXPECT_EQ(ValueNamed(model.graph, "head.weight").kind, ir::ValueKind::kParameter);
+  EXPECT_EQ(model.initial_values.size(), 2u);
+
+  absl::StatusOr<autodiff::TrainingGraph> training =
+      autodiff::BuildTrainingGraph(model.graph, autodiff::OptimizerOptions{});
+  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+  EXPECT_EQ(training->param_grads.size(), 1u);
+  for (const ir::Node& node : training->graph.nodes()) {
+    EXPECT_NE(node.op, ir::OpKind::kConv2dBackwardWeight) << node.name;
+  }
+
+  options.frozen = {"backbone.", "neck."};
+  EXPECT_THAT(ImportError(m, options), HasSubstr("--freeze 'neck.' matches no initializer"));
+}
+
 TEST(ImporterTest, CrossEntropyLossNeedsMatrixLogits) {
   ModelBuilder m;
   m.Input("x", {1, 2, 4, 4});
