@@ -99,6 +99,7 @@ class Importer {
   bool AllInputsFoldable(const ::onnx::NodeProto& node) const;
   // The ONNX shape of input `index`, which must be present.
   ir::Shape InputShape(const ::onnx::NodeProto& node, int index) const;
+  ir::Shape OnnxShapeOf(const Entry& entry) const;
 
   // The IR value of a data input; initializers and constants become graph
   // inputs of `kind` (Constant nodes' values always buffers, never trained).

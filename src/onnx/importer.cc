@@ -149,7 +149,10 @@ bool Importer::AllInputsFoldable(const NodeProto& node) const {
 ir::Shape Importer::InputShape(const NodeProto& node, int index) const {
   const Entry* found = Input(node, index);
   SPILLWAY_CHECK(found != nullptr, "InputShape of a missing input");
-  const Entry& entry = *found;
+  return OnnxShapeOf(*found);
+}
+
+ir::Shape Importer::OnnxShapeOf(const Entry& entry) const {
   if (entry.constant) return entry.constant->shape;
   const ir::Shape& shape = result_.graph.value(entry.value).type.shape;
   return entry.nhwc ? NhwcToNchw(shape) : shape;
@@ -342,17 +345,17 @@ absl::Status Importer::AddGraphInputs() {
 }
 
 absl::Status Importer::AddGraphOutputs() {
-  std::vector<ir::ValueId> outputs;
+  std::vector<const Entry*> outputs;
   for (const ::onnx::ValueInfoProto& output : model_.graph().output()) {
     auto it = entries_.find(output.name());
     if (it == entries_.end() || it->second.value == ir::kInvalidValue) {
       return absl::UnimplementedError(
           fmt::format("output '{}' is not computed by a supported node", output.name()));
     }
-    outputs.push_back(it->second.value);
+    outputs.push_back(&it->second);
   }
   if (options_.loss == LossKind::kNone) {
-    for (ir::ValueId value : outputs) result_.graph.AddOutput(value);
+    for (const Entry* entry : outputs) result_.graph.AddOutput(entry->value);
     return absl::OkStatus();
   }
   if (outputs.size() != 1) {
@@ -360,15 +363,29 @@ absl::Status Importer::AddGraphOutputs() {
         "--loss cross-entropy needs a model with one output (the logits); this one has {}",
         outputs.size()));
   }
-  const ir::TensorType& logits = result_.graph.value(outputs[0]).type;
-  if (logits.rank() != 2) {
+  // Logits [N, classes] take labels [N]; per-pixel logits [N, classes, H, W]
+  // (NHWC in the IR, classes last as the loss wants them) take labels [N, H, W].
+  const ir::ValueId logits = outputs[0]->value;
+  const ir::Shape& shape = result_.graph.value(logits).type.shape;
+  ir::Shape label_shape;
+  if (shape.size() == 2) {
+    label_shape = {shape[0]};
+  } else if (outputs[0]->nhwc) {
+    label_shape = {shape[0], shape[1], shape[2]};
+  } else {
     return absl::InvalidArgumentError(
-        fmt::format("--loss cross-entropy needs logits [N, classes]; the output is {}",
-                    ir::TypeToString(logits)));
+        fmt::format("--loss cross-entropy needs logits [N, classes] or per-pixel logits "
+                    "[N, classes, H, W]; the output is {}",
+                    ir::ShapeToString(OnnxShapeOf(*outputs[0]))));
   }
-  const ir::ValueId labels = result_.graph.AddInput("labels", ir::I64({logits.shape[0]}));
+  if (entries_.contains("labels")) {
+    return absl::InvalidArgumentError(
+        "--loss cross-entropy adds an input 'labels', but the model already has a value of "
+        "that name");
+  }
+  const ir::ValueId labels = result_.graph.AddInput("labels", ir::I64(std::move(label_shape)));
   ASSIGN_OR_RETURN(const ir::NodeId loss, result_.graph.AddNode(ir::OpKind::kCrossEntropyLoss,
-                                                                {outputs[0], labels}, {}, "loss"));
+                                                                {logits, labels}, {}, "loss"));
   result_.graph.AddOutput(result_.graph.node(loss).outputs[0]);
   return absl::OkStatus();
 }

@@ -34,8 +34,9 @@ struct ImportOptions {
   // Replaces the first dimension of every input (after input_shapes): the
   // batch of a model exported with another.
   std::optional<int64_t> batch;
-  // kCrossEntropy: the single output are logits [N, classes]; an i64[N] input
-  // "labels" and a cross_entropy_loss node make the output a scalar loss.
+  // kCrossEntropy: the single output are logits [N, classes] or per-pixel
+  // logits [N, classes, H, W]; an i64 input "labels" ([N] or [N, H, W]) and a
+  // cross_entropy_loss node make the output a scalar loss.
   LossKind loss = LossKind::kNone;
   // Initializers whose names start with one of these prefixes are buffers:
   // used as they are, not trained (a frozen backbone). Each prefix must

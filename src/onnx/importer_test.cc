@@ -555,14 +555,32 @@ TEST(ImporterTest, FrozenInitializersAreBuffersWithoutUpdates) {
   EXPECT_THAT(ImportError(m, options), HasSubstr("--freeze 'neck.' matches no initializer"));
 }
 
-TEST(ImporterTest, CrossEntropyLossNeedsMatrixLogits) {
-  ModelBuilder m;
-  m.Input("x", {1, 2, 4, 4});
-  m.Node("Relu", {"x"}, {"y"});
-  m.Output("y", 4);
+// A classifier's logits take labels [N]; a segmenter's per-pixel logits
+// [N, classes, H, W] take labels [N, H, W] and the loss averages over pixels.
+TEST(ImporterTest, CrossEntropyLossOverClassOrPixelLogits) {
   ImportOptions options;
   options.loss = LossKind::kCrossEntropy;
-  EXPECT_THAT(ImportError(m, options), HasSubstr("needs logits [N, classes]"));
+  ModelBuilder segmenter;
+  segmenter.Input("x", {2, 3, 4, 5});
+  segmenter.Node("Relu", {"x"}, {"y"});
+  segmenter.Output("y", 4);
+  const ImportedModel model = ImportOrDie(segmenter, options);
+  EXPECT_EQ(ir::TypeToString(ValueNamed(model.graph, "labels").type), "i64[2,4,5]");
+  EXPECT_EQ(Output(model).type.shape, ir::Shape{});
+
+  ModelBuilder sequence;
+  sequence.Input("x", {2, 3, 4});
+  sequence.Node("Relu", {"x"}, {"y"});
+  sequence.Output("y", 3);
+  EXPECT_THAT(ImportError(sequence, options),
+              HasSubstr("needs logits [N, classes] or per-pixel logits [N, classes, H, W]; the "
+                        "output is [2,3,4]"));
+
+  ModelBuilder clash;
+  clash.Input("labels", {2, 3});
+  clash.Node("Relu", {"labels"}, {"y"});
+  clash.Output("y", 2);
+  EXPECT_THAT(ImportError(clash, options), HasSubstr("already has a value of that name"));
 }
 
 }  // namespace
