@@ -52,14 +52,21 @@ absl::StatusOr<std::optional<ir::IntList>> KnownInts(const Importer& importer,
   return std::optional<ir::IntList>(c->ints);
 }
 
-// Reshapes in ONNX order: the input is brought to ONNX element order, given
-// `target` and defined as the node's output (NHWC again if 4-D). Where the
+// Reshapes in ONNX order: a known value is folded; data is brought to ONNX
+// element order, given `target` and defined as the node's output (NHWC again
+// if 4-D). Where the
 // NHWC and NCHW orders agree, one reshape does it all.
 ConvertResult ReshapeInOnnxOrder(Importer& importer, const NodeProto& node, ir::Shape target) {
   const ir::Shape shape = importer.InputShape(node, 0);
   if (ir::NumElements(target) != ir::NumElements(shape)) {
     return absl::InvalidArgumentError(fmt::format(
         "cannot reshape {} to {}", ir::ShapeToString(shape), ir::ShapeToString(target)));
+  }
+  if (importer.Foldable(node, 0)) {
+    Constant c = *importer.ConstantInput(node, 0);
+    c.shape = std::move(target);
+    importer.DefineConstant(node.output(0), std::move(c));
+    return std::nullopt;
   }
   if (target == shape) {
     RETURN_IF_ERROR(importer.Alias(node.output(0), node.input(0)));
@@ -253,12 +260,6 @@ ConvertResult ConvertSqueezeOrUnsqueeze(Importer& importer, const NodeProto& nod
       if (!removed[static_cast<size_t>(a)]) target.push_back(shape[static_cast<size_t>(a)]);
     }
   }
-  if (importer.Foldable(node, 0)) {
-    Constant c = *importer.ConstantInput(node, 0);
-    c.shape = std::move(target);
-    importer.DefineConstant(node.output(0), std::move(c));
-    return std::nullopt;
-  }
   return ReshapeInOnnxOrder(importer, node, std::move(target));
 }
 
@@ -293,14 +294,6 @@ ConvertResult ConvertReshape(Importer& importer, const NodeProto& node) {
                                                     ir::ShapeToString(shape->ints)));
     }
     target[static_cast<size_t>(inferred)] = *total / *known;
-  }
-  if (importer.Foldable(node, 0)) {
-    if (*total != ir::NumElements(target))
-      return absl::InvalidArgumentError("Reshape size mismatch");
-    Constant reshaped = *importer.ConstantInput(node, 0);
-    reshaped.shape = std::move(target);
-    importer.DefineConstant(node.output(0), std::move(reshaped));
-    return std::nullopt;
   }
   return ReshapeInOnnxOrder(importer, node, std::move(target));
 }

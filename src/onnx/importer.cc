@@ -10,6 +10,7 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -462,6 +463,41 @@ absl::StatusOr<ImportedModel> Importer::Run() {
   return std::move(result_);
 }
 
+namespace {
+
+// Reads a tensor's values, stored as `Stored` in raw_data (little-endian, as
+// ONNX writes it) or in the typed repeated field, into `out`.
+template <typename Stored, typename Out, typename Field>
+absl::Status ReadValues(const TensorProto& tensor, const Field& field, int64_t count,
+                        std::vector<Out>& out) {
+  if (tensor.has_raw_data()) {
+    const std::string& raw = tensor.raw_data();
+    if (raw.size() % sizeof(Stored) != 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("tensor '{}' has {} bytes of raw_data, not a whole number of values",
+                      tensor.name(), raw.size()));
+    }
+    if constexpr (std::is_same_v<Stored, Out>) {
+      out.resize(raw.size() / sizeof(Stored));
+      std::memcpy(out.data(), raw.data(), raw.size());
+    } else {
+      std::vector<Stored> stored(raw.size() / sizeof(Stored));
+      std::memcpy(stored.data(), raw.data(), raw.size());
+      out.assign(stored.begin(), stored.end());
+    }
+  } else {
+    out.assign(field.begin(), field.end());
+  }
+  if (static_cast<int64_t>(out.size()) != count) {
+    return absl::InvalidArgumentError(fmt::format(
+        "tensor '{}' of shape {} has {} values", tensor.name(),
+        ir::ShapeToString(ir::Shape(tensor.dims().begin(), tensor.dims().end())), out.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Constant> ReadTensor(const TensorProto& tensor) {
   if (tensor.data_location() == TensorProto::EXTERNAL) {
     return absl::UnimplementedError(fmt::format(
@@ -469,80 +505,33 @@ absl::StatusOr<Constant> ReadTensor(const TensorProto& tensor) {
   }
   Constant c;
   for (int64_t dim : tensor.dims()) {
-    if (dim < 0)
+    if (dim < 0) {
       return absl::InvalidArgumentError(
           fmt::format("tensor '{}' has a negative dimension", tensor.name()));
+    }
     c.shape.push_back(dim);
   }
   const std::optional<int64_t> count = ir::NumElements(c.shape);
   if (!count)
     return absl::InvalidArgumentError(fmt::format("tensor '{}' is too large", tensor.name()));
-  const std::string& raw = tensor.raw_data();
-  auto check_size = [&](int64_t have) -> absl::Status {
-    if (have != *count) {
-      return absl::InvalidArgumentError(fmt::format("tensor '{}' of shape {} has {} values",
-                                                    tensor.name(), ir::ShapeToString(c.shape),
-                                                    have));
-    }
-    return absl::OkStatus();
-  };
+  c.is_float =
+      tensor.data_type() == TensorProto::FLOAT || tensor.data_type() == TensorProto::DOUBLE;
   switch (tensor.data_type()) {
     case TensorProto::FLOAT:
-      c.is_float = true;
-      if (tensor.has_raw_data()) {
-        RETURN_IF_ERROR(check_size(static_cast<int64_t>(raw.size() / sizeof(float))));
-        if (raw.size() % sizeof(float) != 0) return absl::InvalidArgumentError("ragged raw_data");
-        c.floats.resize(raw.size() / sizeof(float));
-        std::memcpy(c.floats.data(), raw.data(), raw.size());
-      } else {
-        c.floats.assign(tensor.float_data().begin(), tensor.float_data().end());
-        RETURN_IF_ERROR(check_size(c.size()));
-      }
+      RETURN_IF_ERROR(ReadValues<float>(tensor, tensor.float_data(), *count, c.floats));
       return c;
     case TensorProto::DOUBLE:  // PyTorch's scalar constants; the IR computes in f32
-      c.is_float = true;
-      if (tensor.has_raw_data()) {
-        RETURN_IF_ERROR(check_size(static_cast<int64_t>(raw.size() / sizeof(double))));
-        if (raw.size() % sizeof(double) != 0) return absl::InvalidArgumentError("ragged raw_data");
-        std::vector<double> values(raw.size() / sizeof(double));
-        std::memcpy(values.data(), raw.data(), raw.size());
-        c.floats.assign(values.begin(), values.end());
-      } else {
-        c.floats.assign(tensor.double_data().begin(), tensor.double_data().end());
-        RETURN_IF_ERROR(check_size(c.size()));
-      }
+      RETURN_IF_ERROR(ReadValues<double>(tensor, tensor.double_data(), *count, c.floats));
       return c;
     case TensorProto::INT64:
-      if (tensor.has_raw_data()) {
-        RETURN_IF_ERROR(check_size(static_cast<int64_t>(raw.size() / sizeof(int64_t))));
-        if (raw.size() % sizeof(int64_t) != 0) return absl::InvalidArgumentError("ragged raw_data");
-        c.ints.resize(raw.size() / sizeof(int64_t));
-        std::memcpy(c.ints.data(), raw.data(), raw.size());
-      } else {
-        c.ints.assign(tensor.int64_data().begin(), tensor.int64_data().end());
-        RETURN_IF_ERROR(check_size(c.size()));
-      }
-      return c;
-    case TensorProto::BOOL:
-      if (tensor.has_raw_data()) {
-        RETURN_IF_ERROR(check_size(static_cast<int64_t>(raw.size())));
-        for (char byte : raw) c.ints.push_back(byte != 0 ? 1 : 0);
-      } else {
-        c.ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());
-        RETURN_IF_ERROR(check_size(c.size()));
-      }
+      RETURN_IF_ERROR(ReadValues<int64_t>(tensor, tensor.int64_data(), *count, c.ints));
       return c;
     case TensorProto::INT32:
-      if (tensor.has_raw_data()) {
-        RETURN_IF_ERROR(check_size(static_cast<int64_t>(raw.size() / sizeof(int32_t))));
-        if (raw.size() % sizeof(int32_t) != 0) return absl::InvalidArgumentError("ragged raw_data");
-        std::vector<int32_t> values(raw.size() / sizeof(int32_t));
-        std::memcpy(values.data(), raw.data(), raw.size());
-        c.ints.assign(values.begin(), values.end());
-      } else {
-        c.ints.assign(tensor.int32_data().begin(), tensor.int32_data().end());
-        RETURN_IF_ERROR(check_size(c.size()));
-      }
+      RETURN_IF_ERROR(ReadValues<int32_t>(tensor, tensor.int32_data(), *count, c.ints));
+      return c;
+    case TensorProto::BOOL:  // one byte per value in raw_data
+      RETURN_IF_ERROR(ReadValues<uint8_t>(tensor, tensor.int32_data(), *count, c.ints));
+      for (int64_t& value : c.ints) value = value != 0 ? 1 : 0;
       return c;
     default:
       return absl::UnimplementedError(
