@@ -112,21 +112,47 @@ ConvertResult ConvertBatchNorm(Importer& importer, const NodeProto& node) {
   return std::nullopt;
 }
 
+// A [D] view of a layer norm's scale or bias, whatever its shape of D elements.
+absl::StatusOr<ir::ValueId> AsVector(Importer& importer, const NodeProto& node, int index,
+                                     int64_t width) {
+  ASSIGN_OR_RETURN(const ir::ValueId value, importer.Data(node, index));
+  const ir::Shape shape = importer.InputShape(node, index);
+  if (ir::NumElements(shape) != width) {
+    return absl::InvalidArgumentError(
+        fmt::format("input {} {} does not have the {} elements of the normalized axes", index,
+                    ir::ShapeToString(shape), width));
+  }
+  if (shape == ir::Shape{width}) return value;
+  ir::AttrMap attrs;
+  attrs.Set("shape", ir::IntList{width});
+  return importer.AddOp(node, ir::OpKind::kReshape, {value}, std::move(attrs),
+                        fmt::format(".in{}_flat", index));
+}
+
+// LayerNormalization normalizes over the axes from `axis` on, in ONNX order:
+// the IR's layer_norm over the last axis, after a reshape merging those axes
+// (and a transpose to NCHW order for an NHWC activation).
 ConvertResult ConvertLayerNorm(Importer& importer, const NodeProto& node) {
   const ir::Shape shape = importer.InputShape(node, 0);
   const auto rank = static_cast<int64_t>(shape.size());
   int64_t axis = IntAttr(node, "axis", -1);
   if (axis < 0) axis += rank;
-  if (importer.IsNhwc(node, 0) || axis != rank - 1) {
-    return Refuse("layer normalization over the last axis only");
+  if (axis < 0 || axis >= rank) return absl::InvalidArgumentError("axis out of range");
+  const ir::Shape outer(shape.begin(), shape.begin() + axis);
+  const int64_t width = *ir::NumElements(ir::Shape(shape.begin() + axis, shape.end()));
+  ASSIGN_OR_RETURN(ir::ValueId x, importer.DataInOnnxOrder(node, 0));
+  ir::Shape merged = outer;
+  merged.push_back(width);
+  if (merged != shape) {
+    ir::AttrMap attrs;
+    attrs.Set("shape", merged);
+    ASSIGN_OR_RETURN(x,
+                     importer.AddOp(node, ir::OpKind::kReshape, {x}, std::move(attrs), ".merge"));
   }
-  if (!importer.Input(node, 1)) return absl::InvalidArgumentError("input 1 (Scale) is missing");
-  const int64_t width = shape.back();
-  ASSIGN_OR_RETURN(const ir::ValueId x, importer.Data(node, 0));
-  ASSIGN_OR_RETURN(const ir::ValueId gamma, importer.Data(node, 1));
+  ASSIGN_OR_RETURN(const ir::ValueId gamma, AsVector(importer, node, 1, width));
   ir::ValueId beta = ir::kInvalidValue;
   if (importer.Input(node, 2)) {
-    ASSIGN_OR_RETURN(beta, importer.Data(node, 2));
+    ASSIGN_OR_RETURN(beta, AsVector(importer, node, 2, width));
   } else {
     // The IR's layer norm always adds a bias: a zero buffer, never trained.
     beta = importer.AddConstantBuffer(importer.NodeName(node) + ".zero_bias", {width},
@@ -134,9 +160,15 @@ ConvertResult ConvertLayerNorm(Importer& importer, const NodeProto& node) {
   }
   ir::AttrMap attrs;
   attrs.Set("epsilon", static_cast<double>(FloatAttr(node, "epsilon", 1e-5f)));
-  ASSIGN_OR_RETURN(const ir::ValueId y, importer.AddOp(node, ir::OpKind::kLayerNorm,
-                                                       {x, gamma, beta}, std::move(attrs)));
-  importer.Define(node.output(0), y, false);
+  ASSIGN_OR_RETURN(ir::ValueId y, importer.AddOp(node, ir::OpKind::kLayerNorm, {x, gamma, beta},
+                                                 std::move(attrs)));
+  if (merged != shape) {
+    ir::AttrMap split;
+    split.Set("shape", shape);
+    ASSIGN_OR_RETURN(y,
+                     importer.AddOp(node, ir::OpKind::kReshape, {y}, std::move(split), ".split"));
+  }
+  RETURN_IF_ERROR(importer.DefineFromOnnxOrder(node, node.output(0), y));
   importer.MarkOutputsUnavailable(
       node, 1, "reads layer normalization's mean or inverse deviation, which are not imported");
   return std::nullopt;

@@ -449,6 +449,53 @@ TEST(OnnxOpsTest, LayerNormalizationWithAndWithoutBias) {
   }
 }
 
+// Layer norm over several axes of an NCHW activation (C, H and W, as
+// GroupNorm(1) would), and ConvNeXt's channels-last layer norm between two
+// transposes.
+TEST(OnnxOpsTest, LayerNormalizationOverActivations) {
+  const std::vector<int64_t> shape = {2, 3, 2, 2};
+  const std::vector<float> x = Spread(24);
+  const std::vector<float> gamma = Spread(12, 2.0f), channel_gamma = {1.5f, -0.5f, 2.0f};
+  ModelBuilder m(17);
+  m.Input("x", shape);
+  m.Weight("gamma", {3, 2, 2}, gamma);
+  SetInt(m.Node("LayerNormalization", {"x", "gamma"}, {"chw"}), "axis", 1);
+  SetInts(m.Node("Transpose", {"x"}, {"nhwc"}), "perm", {0, 2, 3, 1});
+  m.Weight("channel_gamma", {3}, channel_gamma);
+  m.Node("LayerNormalization", {"nhwc", "channel_gamma"}, {"normed"});
+  SetInts(m.Node("Transpose", {"normed"}, {"channels"}), "perm", {0, 3, 1, 2});
+  m.Output("chw", 4);
+  m.Output("channels", 4);
+  const ImportedModel model = ImportOrDie(m);
+  const std::vector<std::vector<float>> y = Evaluate(model, {{"x", x}});
+  // Normalizes `count` values at `at(i)` and scales them by `scale(i)`.
+  auto normalize = [](std::vector<float>& out, const std::vector<float>& in, int64_t count,
+                      const std::function<size_t(int64_t)>& at,
+                      const std::function<float(int64_t)>& scale) {
+    float mean = 0, var = 0;
+    for (int64_t i = 0; i < count; ++i) mean += in[at(i)] / static_cast<float>(count);
+    for (int64_t i = 0; i < count; ++i) {
+      var += (in[at(i)] - mean) * (in[at(i)] - mean) / static_cast<float>(count);
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      out[at(i)] = (in[at(i)] - mean) / std::sqrt(var + 1e-5f) * scale(i);
+    }
+  };
+  std::vector<float> chw(24), channels(24);
+  for (int64_t n = 0; n < 2; ++n) {
+    normalize(
+        chw, x, 12, [n](int64_t i) { return static_cast<size_t>(n * 12 + i); },
+        [&](int64_t i) { return gamma[static_cast<size_t>(i)]; });
+    for (int64_t p = 0; p < 4; ++p) {
+      normalize(
+          channels, x, 3, [&](int64_t c) { return At(shape, n, c, p / 2, p % 2); },
+          [&](int64_t c) { return channel_gamma[static_cast<size_t>(c)]; });
+    }
+  }
+  ExpectNear(y.at(0), chw, 1e-4f);
+  ExpectNear(y.at(1), channels, 1e-4f);
+}
+
 // ConstantOfShape over a folded shape, read as data: a buffer, never trained.
 TEST(OnnxOpsTest, ConstantOfShapeFeedsArithmetic) {
   const std::vector<float> x = Spread(6);
