@@ -161,9 +161,10 @@ struct OutputSummary {
   std::string file;  // empty without --output-dir
 };
 
-OutputSummary Summarize(const ir::Value& value, std::span<const std::byte> bytes) {
+OutputSummary Summarize(std::string name, const ir::Value& value,
+                        std::span<const std::byte> bytes) {
   OutputSummary s;
-  s.name = value.name;
+  s.name = std::move(name);
   s.shape = runtime::FrameworkShape(value.type);
   s.dtype = value.type.dtype;
   const size_t count = static_cast<size_t>(*ir::NumElements(value.type.shape));
@@ -232,15 +233,17 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   std::vector<OutputSummary> outputs;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const ir::Value& value = graph.value(graph.outputs()[i]);
-    OutputSummary& summary = outputs.emplace_back(Summarize(value, result.outputs[i]));
+    // An ONNX model's outputs go by the file's names, a built-in model's by value names.
+    const std::string& name = workload.output_names.empty() ? value.name : workload.output_names[i];
+    OutputSummary& summary = outputs.emplace_back(Summarize(name, value, result.outputs[i]));
     if (flags.output_dir.empty()) continue;
     const std::optional<NpyDType> dtype = ToNpy(value.type.dtype);
     if (!dtype) {
       return absl::UnimplementedError(
-          fmt::format("output '{}' is {}; only f32 and i64 outputs can be written", value.name,
+          fmt::format("output '{}' is {}; only f32 and i64 outputs can be written", name,
                       ir::DTypeName(value.type.dtype)));
     }
-    summary.file = (std::filesystem::path(flags.output_dir) / FileName(value.name)).string();
+    summary.file = (std::filesystem::path(flags.output_dir) / FileName(name)).string();
     RETURN_IF_ERROR(WriteNpyFile(summary.file, *dtype, summary.shape,
                                  runtime::ToFrameworkOrder(value.type, result.outputs[i])));
   }

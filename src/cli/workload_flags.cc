@@ -74,7 +74,8 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutp
         "{}: the model's output is not a scalar loss; add one with --loss cross-entropy",
         flags.onnx));
   }
-  return Workload{std::move(model.graph), std::move(model.initial_values)};
+  return Workload{std::move(model.graph), std::move(model.initial_values),
+                  std::move(model.output_names)};
 }
 
 }  // namespace
@@ -98,7 +99,7 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
   if (flags.width) flags.options.width = *flags.width;
   if (flags.batch) flags.options.batch = *flags.batch;
   ASSIGN_OR_RETURN(ir::Graph graph, models::BuildModel(flags.model, flags.options));
-  return Workload{std::move(graph), {}};
+  return Workload{std::move(graph), {}, {}};
 }
 
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {

@@ -49,6 +49,9 @@ struct Workload {
   // Parameter and buffer name -> value in the IR's layout; empty for a
   // built-in model, whose parameters are initialized from the seed.
   std::map<std::string, std::vector<std::byte>> initial_values;
+  // The names of the graph's outputs as the user knows them: the ONNX file's
+  // output names; empty for a built-in model (its value names are those).
+  std::vector<std::string> output_names;
 };
 
 // What the graph's outputs may be: training and planning need a scalar loss;

@@ -314,7 +314,8 @@ absl::Status Importer::AddGraphInputs() {
     for (const ::onnx::TensorShapeProto::Dimension& dim : type.tensor_type().shape().dim()) {
       if (!dim.has_dim_value()) {
         return absl::InvalidArgumentError(fmt::format(
-            "input '{}' has an unknown dimension{}; give its shape with --input-shape {}=...",
+            "input '{}' has an unknown dimension{}; give its shape with --input-shape {}=... "
+            "(or only the batch with --batch)",
             input.name(), dim.has_dim_param() ? fmt::format(" '{}'", dim.dim_param()) : "",
             input.name()));
       }
@@ -357,6 +358,9 @@ absl::Status Importer::AddGraphOutputs() {
   }
   if (options_.loss == LossKind::kNone) {
     for (const Entry* entry : outputs) result_.graph.AddOutput(entry->value);
+    for (const ::onnx::ValueInfoProto& output : model_.graph().output()) {
+      result_.output_names.push_back(output.name());
+    }
     return absl::OkStatus();
   }
   if (outputs.size() != 1) {
@@ -388,6 +392,7 @@ absl::Status Importer::AddGraphOutputs() {
   ASSIGN_OR_RETURN(const ir::NodeId loss, result_.graph.AddNode(ir::OpKind::kCrossEntropyLoss,
                                                                 {logits, labels}, {}, "loss"));
   result_.graph.AddOutput(result_.graph.node(loss).outputs[0]);
+  result_.output_names = {"loss"};
   return absl::OkStatus();
 }
 

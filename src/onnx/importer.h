@@ -54,6 +54,9 @@ struct ImportedModel {
   // Parameter and buffer name -> its value in the IR's layout (f32, dense,
   // native byte order).
   std::map<std::string, std::vector<std::byte>> initial_values;
+  // The file's names of graph.outputs(), in order (IR values are named after
+  // the nodes that make them); with a loss added, "loss".
+  std::vector<std::string> output_names;
 };
 
 // Errors: bytes that are not an ONNX model, a model ONNX's checker or shape

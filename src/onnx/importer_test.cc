@@ -555,6 +555,20 @@ TEST(ImporterTest, FrozenInitializersAreBuffersWithoutUpdates) {
   EXPECT_THAT(ImportError(m, options), HasSubstr("--freeze 'neck.' matches no initializer"));
 }
 
+// IR values are named after the nodes that make them; the graph's outputs
+// keep the file's names next to the graph.
+TEST(ImporterTest, OutputNamesAreTheFiles) {
+  ModelBuilder m;
+  m.Input("x", {2, 3});
+  m.Node("Relu", {"x"}, {"probabilities"}, "/head/Relu");
+  m.Node("Relu", {"x"}, {"logits"}, "/fc/Relu");
+  m.Output("logits", 2);
+  m.Output("probabilities", 2);
+  const ImportedModel model = ImportOrDie(m);
+  EXPECT_EQ(Output(model, 0).name, "/fc/Relu");
+  EXPECT_THAT(model.output_names, ElementsAre("logits", "probabilities"));
+}
+
 // A classifier's logits take labels [N]; a segmenter's per-pixel logits
 // [N, classes, H, W] take labels [N, H, W] and the loss averages over pixels.
 TEST(ImporterTest, CrossEntropyLossOverClassOrPixelLogits) {
