@@ -298,6 +298,7 @@ bool HasGradientRule(OpKind op) {
     case OpKind::kSigmoid:
     case OpKind::kTanh:
     case OpKind::kLeakyRelu:
+    case OpKind::kClip:
     case OpKind::kMaxPool:
     case OpKind::kAvgPool:
     case OpKind::kGlobalAvgPool:
@@ -361,6 +362,11 @@ absl::Status ApplyGradientRule(GradientContext& c) {
     case OpKind::kLeakyRelu:
       c.SetInputGrad(0, c.EmitOne(OpKind::kLeakyReluBackward, {c.dy(), c.input(0)},
                                   Only(attrs, {"alpha"}), ""));
+      break;
+    case OpKind::kClip:
+      // From y, as relu: y is strictly inside (min, max) exactly where x is,
+      // and the consumer of y (a convolution after ReLU6) saves it anyway.
+      UnaryFromOutput(c, OpKind::kClipBackward, Only(attrs, {"min", "max"}));
       break;
     case OpKind::kMaxPool:
       c.SetInputGrad(

@@ -125,6 +125,13 @@ std::vector<RuleCase> RuleCases() {
        },
        {OpKind::kLeakyReluBackward},
        {"x"}});
+  cases.push_back({"clip",
+                   [](ir::GraphBuilder& b) {
+                     return b.Op(OpKind::kClip, {b.Parameter("x", Activation({1, 2, 2, 3}))},
+                                 {{"min", 0.0}, {"max", 6.0}}, "y");
+                   },
+                   {OpKind::kClipBackward},
+                   {"y"}});  // as relu: where y is strictly inside the bounds, so is x
   cases.push_back({"max_pool",
                    [](ir::GraphBuilder& b) {
                      return b.Op(OpKind::kMaxPool, {b.Parameter("x", Activation({1, 4, 4, 2}))},
@@ -400,8 +407,8 @@ TEST(GradientRules, EveryDifferentiableForwardOpHasARule) {
   }
   SPILLWAY_FORWARD_OPS(SPILLWAY_CHECK_RULE)
 #undef SPILLWAY_CHECK_RULE
-  // docs/ops.md's forward table has 30 ops; fill is the only one without a gradient.
-  EXPECT_EQ(differentiable, 29);
+  // docs/ops.md's forward table has 31 ops; fill is the only one without a gradient.
+  EXPECT_EQ(differentiable, 30);
   EXPECT_FALSE(HasGradientRule(OpKind::kFill));
   EXPECT_FALSE(HasGradientRule(OpKind::kReduceSum));
 }

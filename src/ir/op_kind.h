@@ -16,6 +16,7 @@ namespace spillway::ir {
   X(Sigmoid, "sigmoid")                     \
   X(Tanh, "tanh")                           \
   X(LeakyRelu, "leaky_relu")                \
+  X(Clip, "clip")                           \
   X(MaxPool, "max_pool")                    \
   X(AvgPool, "avg_pool")                    \
   X(GlobalAvgPool, "global_avg_pool")       \
@@ -49,6 +50,7 @@ namespace spillway::ir {
   X(SigmoidBackward, "sigmoid_backward")                     \
   X(TanhBackward, "tanh_backward")                           \
   X(LeakyReluBackward, "leaky_relu_backward")                \
+  X(ClipBackward, "clip_backward")                           \
   X(MaxPoolBackward, "max_pool_backward")                    \
   X(AvgPoolBackward, "avg_pool_backward")                    \
   X(GlobalAvgPoolBackward, "global_avg_pool_backward")       \

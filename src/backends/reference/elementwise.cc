@@ -1,12 +1,13 @@
 // Reference kernels of the element-wise ops: relu, gelu, sigmoid, tanh,
-// leaky_relu, dropout and their gradients, broadcasting add, sub, mul and div,
-// and add_n.
+// leaky_relu, clip, dropout and their gradients, broadcasting add, sub, mul
+// and div, and add_n.
 //
 // Every op here may be handed an input's buffer as its output
 // (may_overwrite_inputs), so each loop reads element i of its inputs before it
 // writes element i of the output and never reads an element after writing it.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numbers>
 
 #include "backends/dropout_mask.h"
@@ -77,6 +78,22 @@ template <typename T>
 absl::StatusOr<T> LeakyReluAlpha(const KernelCall& call) {
   ASSIGN_OR_RETURN(double alpha, NodeAttr(call, call.node.attrs.GetFloat("alpha", 0.01)));
   return static_cast<T>(alpha);
+}
+
+// clip's bounds in T; -inf and +inf when absent, as the registry's defaults.
+template <typename T>
+struct ClipBounds {
+  T min;
+  T max;
+};
+template <typename T>
+absl::StatusOr<ClipBounds<T>> GetClipBounds(const KernelCall& call) {
+  ASSIGN_OR_RETURN(
+      double min,
+      NodeAttr(call, call.node.attrs.GetFloat("min", -std::numeric_limits<double>::infinity())));
+  ASSIGN_OR_RETURN(double max, NodeAttr(call, call.node.attrs.GetFloat(
+                                                  "max", std::numeric_limits<double>::infinity())));
+  return ClipBounds<T>{static_cast<T>(min), static_cast<T>(max)};
 }
 
 // GELU's constants, rounded once from double. The tanh form is
@@ -252,6 +269,28 @@ absl::Status RunLeakyReluBackward(const KernelCall& call) {
   return MapGradient<T>(call, [alpha](T dy, T x) { return x > T(0) ? dy : alpha * dy; });
 }
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(LeakyReluBackward);
+
+// min(max(x, min), max), written so that NaN passes through, as in PyTorch.
+template <typename T>
+absl::Status RunClip(const KernelCall& call) {
+  ASSIGN_OR_RETURN(const ClipBounds<T> bounds, GetClipBounds<T>(call));
+  return MapUnary<T>(call, [bounds](T x, int64_t) {
+    return x < bounds.min ? bounds.min : (x > bounds.max ? bounds.max : x);
+  });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(Clip);
+
+// Inputs dy and clip's output y: dy strictly inside (min, max), 0 at the
+// bounds and outside, as PyTorch's hardtanh_backward (so relu6); NaN passes dy.
+// Clip's input x in place of y gives the same dx: each is strictly inside the
+// bounds, or NaN, exactly where the other is.
+template <typename T>
+absl::Status RunClipBackward(const KernelCall& call) {
+  ASSIGN_OR_RETURN(const ClipBounds<T> bounds, GetClipBounds<T>(call));
+  return MapGradient<T>(
+      call, [bounds](T dy, T y) { return y <= bounds.min || y >= bounds.max ? T(0) : dy; });
+}
+SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(ClipBackward);
 
 template <typename T>
 absl::Status RunDropout(const KernelCall& call) {

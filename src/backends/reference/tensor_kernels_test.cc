@@ -26,6 +26,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
+using ::testing::IsNan;
 using ::testing::Pointwise;
 
 // A host tensor: its type and its elements, f32 or i64.
@@ -198,6 +199,27 @@ TEST(TensorKernelsTest, LeakyReluAndItsGradient) {
   // From the input x: dy where x > 0, alpha·dy elsewhere, x = 0 included.
   EXPECT_THAT(RunFloat(OpKind::kLeakyReluBackward, {F32({4}, {4, 4, 4, 4}), x}, {{"alpha", 0.5}}),
               ElementsAre(2, 2, 2, 4));
+}
+
+TEST(TensorKernelsTest, ClipAndItsGradient) {
+  // ReLU6: the bounds themselves, a point between, points beyond each, and NaN.
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = F32({7}, {-7, -1, 0, 0.5f, 6, 6.5f, kNaN});
+  const AttrMap relu6 = {{"min", 0.0}, {"max", 6.0}};
+  const std::vector<float> y = RunFloat(OpKind::kClip, {x}, relu6);
+  EXPECT_THAT(y, ElementsAre(0, 0, 0, 0.5, 6, 6, IsNan()));
+  // dy strictly between the bounds only, as PyTorch's hardtanh_backward; NaN
+  // passes dy. From the output y, as autodiff emits it, or from x: the same.
+  const Tensor dy = F32({7}, {4, 4, 4, 4, 4, 4, 4});
+  EXPECT_THAT(RunFloat(OpKind::kClipBackward, {dy, F32({7}, y)}, relu6),
+              ElementsAre(0, 0, 0, 4, 0, 0, 4));
+  EXPECT_THAT(RunFloat(OpKind::kClipBackward, {dy, x}, relu6), ElementsAre(0, 0, 0, 4, 0, 0, 4));
+  // One bound alone; without bounds clip is the identity, infinities included.
+  EXPECT_THAT(RunFloat(OpKind::kClip, {F32({3}, {-5, 0.5f, 2})}, {{"max", 1.0}}),
+              ElementsAre(-5, 0.5, 1));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(RunFloat(OpKind::kClip, {F32({4}, {-kInf, -1e30f, 3, kInf})}),
+              ElementsAre(-kInf, -1e30f, 3, kInf));
 }
 
 TEST(TensorKernelsTest, MatMulWithTransposesAndAlpha) {

@@ -46,6 +46,18 @@ void AddElementwiseCases(std::vector<OpTestCase>& cases) {
   cases.push_back(Case("leaky_relu/default_alpha", OpKind::kLeakyRelu, {F32({3, 5})}));
   cases.push_back(Case("leaky_relu/alpha0.2_nhwc", OpKind::kLeakyRelu, {Activation({2, 2, 3, 2})},
                        {{"alpha", 0.2}}));
+  // Inputs on both sides of each bound, so that dx is dy in some elements and 0
+  // in others. The finite differences are meaningless across a bound, as for
+  // relu at 0; the seeded draws land much further from the bounds than the
+  // step (about 1e-5), which a gradient mismatch would show.
+  OpTestCase relu6 = Case("clip/relu6_nhwc", OpKind::kClip, {Activation({2, 2, 3, 2})},
+                          {{"min", 0.0}, {"max", 6.0}});
+  relu6.low = -2.0;
+  relu6.high = 8.0;
+  cases.push_back(std::move(relu6));
+  cases.push_back(
+      Case("clip/hardtanh", OpKind::kClip, {F32({3, 5})}, {{"min", -0.5}, {"max", 0.5}}));
+  cases.push_back(Case("clip/max_only", OpKind::kClip, {F32({3, 5})}, {{"max", 0.25}}));
   cases.push_back(
       Case("dropout/p0.3", OpKind::kDropout, {F32({4, 8})}, {{"p", 0.3}, {"seed", int64_t{7}}}));
   cases.push_back(Case("dropout/p0_keeps_all", OpKind::kDropout, {F32({2, 5})},

@@ -2,6 +2,7 @@
 // that autodiff adds to sum gradients: add_n at fan-out and reduce_sum for
 // bias gradients and broadcast reductions.
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,6 +33,8 @@ constexpr int64_t kTanhFlopsPerElement = 4;
 constexpr int64_t kSigmoidBackwardFlopsPerElement = 3;
 constexpr int64_t kTanhBackwardFlopsPerElement = 3;
 constexpr int64_t kLeakyReluFlopsPerElement = 2;  // x > 0 ? x : alpha·x, and so for dy
+// Two compares: min(max(x, min), max), and min < y < max choosing dy or 0.
+constexpr int64_t kClipFlopsPerElement = 2;
 // A counter-based generator (a few integer mixes, counted as 2), the compare
 // with p and the scale by 1/(1-p).
 constexpr int64_t kDropoutFlopsPerElement = 4;
@@ -62,6 +65,20 @@ absl::Status ValidateLeakyRelu(const AttrMap& attrs) {
   return absl::OkStatus();
 }
 
+// min and max default to -inf and +inf (no bound on that side), as in ONNX
+// Clip. Infinite bounds are allowed; NaN and min > max are not.
+absl::Status ValidateClip(const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(double min, attrs.GetFloat("min", -std::numeric_limits<double>::infinity()));
+  ASSIGN_OR_RETURN(double max, attrs.GetFloat("max", std::numeric_limits<double>::infinity()));
+  if (std::isnan(min)) return absl::InvalidArgumentError("attribute 'min' must not be NaN");
+  if (std::isnan(max)) return absl::InvalidArgumentError("attribute 'max' must not be NaN");
+  if (min > max) {
+    return absl::InvalidArgumentError(fmt::format("attribute 'min' must be <= 'max', got {} and {}",
+                                                  AttrValueToString(min), AttrValueToString(max)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDropout(const AttrMap& attrs) {
   ASSIGN_OR_RETURN(double p, attrs.GetFloat("p"));
   // Written so that NaN fails too. p = 1 would drop everything and divide by zero.
@@ -74,7 +91,7 @@ absl::Status ValidateDropout(const AttrMap& attrs) {
   return absl::OkStatus();
 }
 
-// relu, gelu, sigmoid, tanh, leaky_relu, dropout: y has x's type.
+// relu, gelu, sigmoid, tanh, leaky_relu, clip, dropout: y has x's type.
 absl::StatusOr<Types> InferUnaryFloating(const AttrMap& /*attrs*/,
                                          std::span<const TensorType> inputs) {
   RETURN_IF_ERROR(ExpectFloating(inputs[0], 0, "x"));
@@ -251,6 +268,10 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
                          InferUnaryFloating, PerElementCost<kLeakyReluFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kLeakyReluBackward, kElementwise, 2, 2, false, ValidateLeakyRelu,
                          InferUnaryBackward, PerElementCost<kLeakyReluFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kClip, kElementwise, 1, 1, true, ValidateClip, InferUnaryFloating,
+                         PerElementCost<kClipFlopsPerElement>));
+  defs.push_back(MakeDef(OpKind::kClipBackward, kElementwise, 2, 2, false, ValidateClip,
+                         InferUnaryBackward, PerElementCost<kClipFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kAdd, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
                          PerElementCost<kBinaryFlopsPerElement>));
   defs.push_back(MakeDef(OpKind::kSub, kElementwise, 2, 2, true, nullptr, InferBroadcastBinary,
@@ -281,6 +302,8 @@ void RegisterElementwiseOps(std::vector<OpDef>& defs) {
       case OpKind::kTanhBackward:
       case OpKind::kLeakyRelu:
       case OpKind::kLeakyReluBackward:
+      case OpKind::kClip:
+      case OpKind::kClipBackward:
       case OpKind::kAdd:
       case OpKind::kSub:
       case OpKind::kMul:

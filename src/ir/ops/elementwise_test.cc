@@ -40,21 +40,22 @@ TEST(ElementwiseOpsTest, RegistryEntries) {
   // Forward ops with a gradient are differentiable; gradient-only ops and fill are not.
   for (OpKind op :
        {OpKind::kRelu, OpKind::kGelu, OpKind::kSigmoid, OpKind::kTanh, OpKind::kLeakyRelu,
-        OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv, OpKind::kDropout}) {
+        OpKind::kClip, OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv, OpKind::kDropout}) {
     EXPECT_TRUE(GetOpDef(op).differentiable) << OpName(op);
     EXPECT_EQ(GetOpDef(op).op_class, OpClass::kElementwise) << OpName(op);
   }
   for (OpKind op : {OpKind::kReluBackward, OpKind::kGeluBackward, OpKind::kSigmoidBackward,
-                    OpKind::kTanhBackward, OpKind::kLeakyReluBackward, OpKind::kDropoutBackward,
-                    OpKind::kFill, OpKind::kAddN, OpKind::kReduceSum}) {
+                    OpKind::kTanhBackward, OpKind::kLeakyReluBackward, OpKind::kClipBackward,
+                    OpKind::kDropoutBackward, OpKind::kFill, OpKind::kAddN, OpKind::kReduceSum}) {
     EXPECT_FALSE(GetOpDef(op).differentiable) << OpName(op);
   }
   // Elementwise kernels may write over a dead input; a reduction, a fill (no
   // input) and ops of other families may not.
-  for (OpKind op : {OpKind::kRelu, OpKind::kReluBackward, OpKind::kSigmoid,
-                    OpKind::kSigmoidBackward, OpKind::kTanh, OpKind::kTanhBackward,
-                    OpKind::kLeakyRelu, OpKind::kLeakyReluBackward, OpKind::kAdd, OpKind::kSub,
-                    OpKind::kMul, OpKind::kDiv, OpKind::kAddN, OpKind::kDropoutBackward}) {
+  for (OpKind op :
+       {OpKind::kRelu, OpKind::kReluBackward, OpKind::kSigmoid, OpKind::kSigmoidBackward,
+        OpKind::kTanh, OpKind::kTanhBackward, OpKind::kLeakyRelu, OpKind::kLeakyReluBackward,
+        OpKind::kClip, OpKind::kClipBackward, OpKind::kAdd, OpKind::kSub, OpKind::kMul,
+        OpKind::kDiv, OpKind::kAddN, OpKind::kDropoutBackward}) {
     EXPECT_TRUE(GetOpDef(op).may_overwrite_inputs) << OpName(op);
   }
   for (OpKind op :
@@ -159,6 +160,49 @@ TEST(ElementwiseOpsTest, LeakyReluBackwardTakesDyAndX) {
   EXPECT_THAT(InferError(OpKind::kLeakyReluBackward, {F32({3}), F32({3})},
                          {{"alpha", std::numeric_limits<double>::quiet_NaN()}}),
               HasSubstr("attribute 'alpha' must be finite"));
+}
+
+TEST(ElementwiseOpsTest, ClipBoundsAreOptional) {
+  // ReLU6 as PyTorch exports it, one bound alone, and neither.
+  EXPECT_THAT(InferTypes(OpKind::kClip, {Activation({2, 4, 4, 8})}, {{"min", 0.0}, {"max", 6.0}}),
+              ElementsAre("f32[2,4,4,8] nhwc"));
+  EXPECT_THAT(InferTypes(OpKind::kClip, {F32({8})}, {{"max", 1.0}}), ElementsAre("f32[8]"));
+  EXPECT_THAT(InferTypes(OpKind::kClip, {F32({8})}), ElementsAre("f32[8]"));
+  // Integer bounds read as floats; equal bounds and infinite ones are allowed.
+  EXPECT_THAT(InferTypes(OpKind::kClip, {F32({8})}, {{"min", int64_t{0}}, {"max", int64_t{0}}}),
+              ElementsAre("f32[8]"));
+  EXPECT_THAT(
+      InferTypes(OpKind::kClip, {F32({8})}, {{"min", -std::numeric_limits<double>::infinity()}}),
+      ElementsAre("f32[8]"));
+  EXPECT_THAT(InferError(OpKind::kClip, {I64({8})}, {{"min", 0.0}}),
+              HasSubstr("input 0 (x) must be floating point, got i64[8]"));
+}
+
+TEST(ElementwiseOpsTest, ClipRejectsNaNAndCrossedBounds) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT(InferError(OpKind::kClip, {F32({8})}, {{"min", 1.0}, {"max", 0.5}}),
+              HasSubstr("attribute 'min' must be <= 'max', got 1.0 and 0.5"));
+  // A max of -inf is below every min but -inf.
+  EXPECT_THAT(InferError(OpKind::kClip, {F32({8})},
+                         {{"max", -std::numeric_limits<double>::infinity()}, {"min", 0.0}}),
+              HasSubstr("attribute 'min' must be <= 'max', got 0.0 and -inf"));
+  EXPECT_THAT(InferError(OpKind::kClip, {F32({8})}, {{"min", kNaN}}),
+              HasSubstr("attribute 'min' must not be NaN"));
+  EXPECT_THAT(InferError(OpKind::kClip, {F32({8})}, {{"min", 0.0}, {"max", kNaN}}),
+              HasSubstr("attribute 'max' must not be NaN"));
+  EXPECT_THAT(InferError(OpKind::kClip, {F32({8})}, {{"max", std::string("6")}}),
+              HasSubstr("attribute 'max' must be a float"));
+}
+
+TEST(ElementwiseOpsTest, ClipBackwardTakesDyAndY) {
+  const AttrMap attrs = {{"min", 0.0}, {"max", 6.0}};
+  EXPECT_THAT(InferTypes(OpKind::kClipBackward,
+                         {Activation({1, 4, 4, 8}), Activation({1, 4, 4, 8})}, attrs),
+              ElementsAre("f32[1,4,4,8] nhwc"));
+  EXPECT_THAT(InferError(OpKind::kClipBackward, {F32({3, 5}), F32({5, 3})}, attrs),
+              HasSubstr("must have the same type"));
+  EXPECT_THAT(InferError(OpKind::kClipBackward, {F32({3}), F32({3})}, {{"min", 1.0}, {"max", 0.0}}),
+              HasSubstr("attribute 'min' must be <= 'max'"));
 }
 
 TEST(ElementwiseOpsTest, AddBroadcastsLikeNumpy) {
@@ -346,6 +390,7 @@ TEST(ElementwiseOpsTest, ActivationCostsPerElement) {
       {OpKind::kSigmoid, one, 6000},   {OpKind::kSigmoidBackward, two, 3000},
       {OpKind::kTanh, one, 4000},      {OpKind::kTanhBackward, two, 3000},
       {OpKind::kLeakyRelu, one, 2000}, {OpKind::kLeakyReluBackward, two, 2000},
+      {OpKind::kClip, one, 2000},      {OpKind::kClipBackward, two, 2000},
       {OpKind::kSub, two, 1000},       {OpKind::kDiv, two, 1000},
   };
   for (const auto& [op, inputs, flops] : expected) {
