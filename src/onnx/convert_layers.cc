@@ -1,6 +1,7 @@
 // Converters of the ops that compute: convolution, normalization, pooling,
 // resizing, activations (GELU from its erf pattern), element-wise
 // arithmetic, matrix products, softmax and dropout.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -330,10 +331,10 @@ ConvertResult ConvertBinary(Importer& importer, const NodeProto& node) {
   return std::nullopt;
 }
 
+// Gemm (2-D) and MatMul (any rank, batch axes broadcast). A 4-D activation
+// takes part in ONNX order (a channels-last Linear, as in ConvNeXt, reads
+// [N,H,W,C]) and a 4-D product becomes an NHWC activation again.
 ConvertResult ConvertMatrixProduct(Importer& importer, const NodeProto& node) {
-  if (importer.IsNhwc(node, 0) || importer.IsNhwc(node, 1)) {
-    return Refuse("matrix products of 4-D activations are not supported");
-  }
   const bool gemm = node.op_type() == "Gemm";
   const bool trans_a = IntAttr(node, "transA", 0) != 0;
   const bool trans_b = IntAttr(node, "transB", 0) != 0;
@@ -341,8 +342,8 @@ ConvertResult ConvertMatrixProduct(Importer& importer, const NodeProto& node) {
   const float beta = FloatAttr(node, "beta", 1.0f);
   const bool has_c = gemm && importer.Input(node, 2) != nullptr;
   if (has_c && beta != 1.0f) return Refuse("Gemm with beta != 1 is not supported");
-  ASSIGN_OR_RETURN(const ir::ValueId a, importer.Data(node, 0));
-  ASSIGN_OR_RETURN(const ir::ValueId b, importer.Data(node, 1));
+  ASSIGN_OR_RETURN(const ir::ValueId a, importer.DataInOnnxOrder(node, 0));
+  ASSIGN_OR_RETURN(const ir::ValueId b, importer.DataInOnnxOrder(node, 1));
   const bool c_is_vector = has_c && importer.InputShape(node, 2).size() == 1;
   ir::ValueId y = ir::kInvalidValue;
   if (gemm && trans_b && !trans_a && alpha == 1.0f && (!has_c || c_is_vector)) {
@@ -367,7 +368,25 @@ ConvertResult ConvertMatrixProduct(Importer& importer, const NodeProto& node) {
       ASSIGN_OR_RETURN(y, importer.AddOp(node, ir::OpKind::kAdd, {y, c}, {}));
     }
   }
-  importer.Define(node.output(0), y, false);
+  RETURN_IF_ERROR(importer.DefineFromOnnxOrder(node, node.output(0), y));
+  return std::nullopt;
+}
+
+// Pad: only its no-op form, all pads 0, which exporters emit before some
+// pools (DenseNet's transitions); convolutions and pools carry their own pads.
+ConvertResult ConvertPad(Importer& importer, const NodeProto& node) {
+  std::optional<ir::IntList> pads = IntsAttr(node, "pads");  // before opset 11
+  if (importer.opset() >= 11) {
+    const Constant* given = importer.ConstantInput(node, 1);
+    if (given == nullptr || given->is_float) return Refuse("the pads must be a known constant");
+    pads = given->ints;
+  }
+  if (!pads || std::any_of(pads->begin(), pads->end(), [](int64_t p) { return p != 0; })) {
+    return Refuse(
+        "padding other than all zeros is not supported (convolutions and pools "
+        "take their own pads)");
+  }
+  RETURN_IF_ERROR(importer.Alias(node.output(0), node.input(0)));
   return std::nullopt;
 }
 
@@ -567,6 +586,7 @@ void AddLayerConverters(ConverterTable& table) {
   for (const char* type : {"Add", "Sub", "Mul", "Div"}) table[type] = {ConvertBinary, 2};
   table["Gemm"] = {ConvertMatrixProduct, 2};
   table["MatMul"] = {ConvertMatrixProduct, 2};
+  table["Pad"] = {ConvertPad, 1};
   table["Softmax"] = {ConvertSoftmax, 1};
   table["LogSoftmax"] = {ConvertSoftmax, 1};
   table["Dropout"] = {ConvertDropout, 1};

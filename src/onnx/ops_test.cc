@@ -496,6 +496,43 @@ TEST(OnnxOpsTest, LayerNormalizationOverActivations) {
   ExpectNear(y.at(1), channels, 1e-4f);
 }
 
+// A channels-last Linear (ConvNeXt's MLP): transpose to [N,H,W,C], MatMul
+// with [C,D], transpose back; and DenseNet's all-zero Pad, which vanishes.
+TEST(OnnxOpsTest, MatMulOverChannelsLastActivationsAndZeroPad) {
+  const std::vector<int64_t> shape = {1, 2, 3, 4};
+  const std::vector<float> x = Spread(24), w = Spread(10, 3.0f);
+  ModelBuilder m;
+  m.Input("x", shape);
+  m.Ints("no_pads", {0, 0, 0, 0, 0, 0, 0, 0});
+  m.Node("Pad", {"x", "no_pads"}, {"padded"});
+  SetInts(m.Node("Transpose", {"padded"}, {"nhwc"}), "perm", {0, 2, 3, 1});
+  m.Weight("w", {2, 5}, w);
+  m.Node("MatMul", {"nhwc", "w"}, {"projected"});
+  SetInts(m.Node("Transpose", {"projected"}, {"y"}), "perm", {0, 3, 1, 2});
+  m.Output("y", 4);
+  const ImportedModel model = ImportOrDie(m);
+  std::vector<float> expected(5 * 12, 0.0f);
+  const std::vector<int64_t> out_shape = {1, 5, 3, 4};
+  for (int64_t d = 0; d < 5; ++d) {
+    for (int64_t h = 0; h < 3; ++h) {
+      for (int64_t v = 0; v < 4; ++v) {
+        for (int64_t c = 0; c < 2; ++c) {
+          expected[At(out_shape, 0, d, h, v)] +=
+              x[At(shape, 0, c, h, v)] * w[static_cast<size_t>(c * 5 + d)];
+        }
+      }
+    }
+  }
+  ExpectNear(Evaluate(model, {{"x", x}}).at(0), expected);
+
+  ModelBuilder padded;
+  padded.Input("x", shape);
+  padded.Ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+  padded.Node("Pad", {"x", "pads"}, {"y"}, "pad");
+  padded.Output("y", 4);
+  EXPECT_THAT(ImportError(padded), HasSubstr("node 'pad' (Pad, opset 13): padding other than"));
+}
+
 // ConstantOfShape over a folded shape, read as data: a buffer, never trained.
 TEST(OnnxOpsTest, ConstantOfShapeFeedsArithmetic) {
   const std::vector<float> x = Spread(6);
