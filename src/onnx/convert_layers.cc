@@ -288,6 +288,53 @@ ConvertResult ConvertLeakyRelu(Importer& importer, const NodeProto& node) {
   return Unary(importer, node, ir::OpKind::kLeakyRelu, std::move(attrs));
 }
 
+// Clip (PyTorch's ReLU6 and hardtanh): bounds from known inputs, each optional.
+ConvertResult ConvertClip(Importer& importer, const NodeProto& node) {
+  ir::AttrMap attrs;
+  for (const auto& [index, name] : {std::pair<int, const char*>{1, "min"}, {2, "max"}}) {
+    if (!importer.Input(node, index)) continue;
+    const Constant* bound = importer.ConstantInput(node, index);
+    if (bound == nullptr || !bound->Scalar()) {
+      return Refuse(fmt::format("the {} must be a known scalar", name));
+    }
+    attrs.Set(name, *bound->Scalar());
+  }
+  return Unary(importer, node, ir::OpKind::kClip, std::move(attrs));
+}
+
+// clip(alpha·x + beta, 0, 1) over data input 0, as HardSigmoid defines it.
+absl::StatusOr<ir::ValueId> HardSigmoid(Importer& importer, const NodeProto& node, double alpha,
+                                        double beta) {
+  ASSIGN_OR_RETURN(const ir::ValueId x, importer.Data(node, 0));
+  const std::string name = importer.NodeName(node);
+  const ir::ValueId a =
+      importer.AddConstantBuffer(name + ".alpha", {}, {static_cast<float>(alpha)});
+  const ir::ValueId b = importer.AddConstantBuffer(name + ".beta", {}, {static_cast<float>(beta)});
+  ASSIGN_OR_RETURN(ir::ValueId y, importer.AddOp(node, ir::OpKind::kMul, {x, a}, {}, ".scale"));
+  ASSIGN_OR_RETURN(y, importer.AddOp(node, ir::OpKind::kAdd, {y, b}, {}, ".shift"));
+  ir::AttrMap bounds;
+  bounds.Set("min", 0.0);
+  bounds.Set("max", 1.0);
+  return importer.AddOp(node, ir::OpKind::kClip, {y}, std::move(bounds));
+}
+
+ConvertResult ConvertHardSigmoid(Importer& importer, const NodeProto& node) {
+  ASSIGN_OR_RETURN(const ir::ValueId y, HardSigmoid(importer, node, FloatAttr(node, "alpha", 0.2f),
+                                                    FloatAttr(node, "beta", 0.5f)));
+  importer.Define(node.output(0), y, importer.IsNhwc(node, 0));
+  return std::nullopt;
+}
+
+// HardSwish: x · HardSigmoid(x) with alpha 1/6 and beta 1/2.
+ConvertResult ConvertHardSwish(Importer& importer, const NodeProto& node) {
+  ASSIGN_OR_RETURN(const ir::ValueId gate, HardSigmoid(importer, node, 1.0 / 6.0, 0.5));
+  ASSIGN_OR_RETURN(const ir::ValueId x, importer.Data(node, 0));
+  ASSIGN_OR_RETURN(const ir::ValueId y,
+                   importer.AddOp(node, ir::OpKind::kMul, {x, gate}, {}, ".gate"));
+  importer.Define(node.output(0), y, importer.IsNhwc(node, 0));
+  return std::nullopt;
+}
+
 // Operand `index` of a binary op whose other operand is an NHWC activation:
 // one element broadcasts as it is; anything else is aligned to rank 4 in
 // ONNX order (leading 1s) and brought to NHWC like the activation.
@@ -583,6 +630,9 @@ void AddLayerConverters(ConverterTable& table) {
   table["LeakyRelu"] = {ConvertLeakyRelu, 1};
   table["Sigmoid"] = {ConvertSigmoid, 1};
   table["Tanh"] = {ConvertTanh, 1};
+  table["Clip"] = {ConvertClip, 1};
+  table["HardSigmoid"] = {ConvertHardSigmoid, 1};
+  table["HardSwish"] = {ConvertHardSwish, 1};
   for (const char* type : {"Add", "Sub", "Mul", "Div"}) table[type] = {ConvertBinary, 2};
   table["Gemm"] = {ConvertMatrixProduct, 2};
   table["MatMul"] = {ConvertMatrixProduct, 2};

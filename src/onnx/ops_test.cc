@@ -119,6 +119,28 @@ TEST(OnnxOpsTest, Activations) {
   }
 }
 
+// MobileNet's activations: ReLU6 as Clip(0, 6), a Clip with only a max,
+// HardSigmoid (ONNX's default alpha 0.2) and HardSwish (PyTorch's x·relu6(x+3)/6).
+TEST(OnnxOpsTest, ClipHardSigmoidAndHardSwish) {
+  std::vector<float> x = Spread(24);
+  for (float& v : x) v *= 4.0f;  // reach past ±3 and 6
+  ModelBuilder m(14);  // HardSwish is new in opset 14
+  m.Input("x", {2, 3, 2, 2});
+  m.ScalarConstant("zero", 0.0f);
+  m.ScalarConstant("six", 6.0f);
+  m.Node("Clip", {"x", "zero", "six"}, {"relu6"});
+  m.Node("Clip", {"x", "", "six"}, {"capped"});
+  m.Node("HardSigmoid", {"x"}, {"hard_sigmoid"});
+  m.Node("HardSwish", {"x"}, {"hard_swish"});
+  for (const char* out : {"relu6", "capped", "hard_sigmoid", "hard_swish"}) m.Output(out, 4);
+  const ImportedModel model = ImportOrDie(m);
+  const std::vector<std::vector<float>> y = Evaluate(model, {{"x", x}});
+  ExpectNear(y.at(0), Map(x, [](float v) { return std::clamp(v, 0.0f, 6.0f); }));
+  ExpectNear(y.at(1), Map(x, [](float v) { return std::min(v, 6.0f); }));
+  ExpectNear(y.at(2), Map(x, [](float v) { return std::clamp(0.2f * v + 0.5f, 0.0f, 1.0f); }));
+  ExpectNear(y.at(3), Map(x, [](float v) { return v * std::clamp(v + 3.0f, 0.0f, 6.0f) / 6.0f; }));
+}
+
 // x·0.5·(1 + erf(x/√2)) in each association order exporters use becomes one gelu.
 TEST(OnnxOpsTest, ErfPatternsBecomeGelu) {
   const std::vector<float> x = Spread(8);
