@@ -88,7 +88,7 @@ absl::StatusOr<InputValue> SeededInput(const ir::Graph& graph, ir::ValueId id, i
   if (value.type.dtype == ir::DType::kF32) {
     std::vector<float> values(count);
     for (size_t i = 0; i < count; ++i) values[i] = random.Uniform(i, -1.0f, 1.0f);
-    std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
+    if (count > 0) std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
     return input;
   }
   const std::optional<int64_t> limit = IntegerLimit(graph, id);
@@ -101,7 +101,7 @@ absl::StatusOr<InputValue> SeededInput(const ir::Graph& graph, ir::ValueId id, i
   for (size_t i = 0; i < count; ++i) {
     values[i] = static_cast<int64_t>(random.Below(i, static_cast<uint64_t>(*limit)));
   }
-  std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
+  if (count > 0) std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
   return input;
 }
 

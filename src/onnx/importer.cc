@@ -484,10 +484,10 @@ absl::Status ReadValues(const TensorProto& tensor, const Field& field, int64_t c
     }
     if constexpr (std::is_same_v<Stored, Out>) {
       out.resize(raw.size() / sizeof(Stored));
-      std::memcpy(out.data(), raw.data(), raw.size());
+      if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
     } else {
       std::vector<Stored> stored(raw.size() / sizeof(Stored));
-      std::memcpy(stored.data(), raw.data(), raw.size());
+      if (!raw.empty()) std::memcpy(stored.data(), raw.data(), raw.size());
       out.assign(stored.begin(), stored.end());
     }
   } else {

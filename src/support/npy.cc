@@ -208,8 +208,8 @@ absl::StatusOr<NpyArray> ParseNpy(std::string_view bytes, std::string_view name)
                              fmt::join(array.shape, ", "), NpyDTypeName(*dtype), data_bytes,
                              data.size()));
   }
-  array.data.resize(data.size());
-  std::memcpy(array.data.data(), data.data(), data.size());
+  array.data.assign(reinterpret_cast<const std::byte*>(data.data()),
+                    reinterpret_cast<const std::byte*>(data.data() + data.size()));
   return array;
 }
 

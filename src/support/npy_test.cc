@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 
 std::vector<std::byte> Bytes(const std::vector<float>& values) {
   std::vector<std::byte> bytes(values.size() * sizeof(float));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
+  if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
   return bytes;
 }
 
