@@ -233,6 +233,13 @@ ConvertResult ConvertResize(Importer& importer, const NodeProto& node) {
     // map coordinates by a different factor than ONNX's 1/scale.
     const double h = static_cast<double>(x[2]) * static_cast<double>(scales->floats[2]);
     const double w = static_cast<double>(x[3]) * static_cast<double>(scales->floats[3]);
+    // Written so that NaN fails too; the bound keeps the conversion defined.
+    constexpr double kLargestExtent = 0x1p31;
+    if (!(h >= 1 && w >= 1 && h <= kLargestExtent && w <= kLargestExtent)) {
+      return absl::InvalidArgumentError(
+          fmt::format("Resize scales {} and {} give an output of {}x{}", scales->floats[2],
+                      scales->floats[3], h, w));
+    }
     if (h != std::floor(h) || w != std::floor(w)) {
       return Refuse("scales that do not give whole output sizes are not supported");
     }

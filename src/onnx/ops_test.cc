@@ -124,7 +124,7 @@ TEST(OnnxOpsTest, Activations) {
 TEST(OnnxOpsTest, ClipHardSigmoidAndHardSwish) {
   std::vector<float> x = Spread(24);
   for (float& v : x) v *= 4.0f;  // reach past ±3 and 6
-  ModelBuilder m(14);  // HardSwish is new in opset 14
+  ModelBuilder m(14);            // HardSwish is new in opset 14
   m.Input("x", {2, 3, 2, 2});
   m.ScalarConstant("zero", 0.0f);
   m.ScalarConstant("six", 6.0f);
@@ -435,6 +435,14 @@ TEST(OnnxOpsTest, ResizeModesOutsidePyTorchsAreRefused) {
   m.Output("frac", 4);
   const std::string error = ImportError(m);
   EXPECT_THAT(error, HasSubstr("node 'cubic' (Resize, opset 13): resize mode 'cubic'"));
+
+  // A scale whose output size no integer holds (found by the fuzzer).
+  ModelBuilder huge(13);
+  huge.Input("x", {1, 2, 3, 4});
+  huge.Weight("scales", {4}, {1.0f, 1.0f, 2.0f, 1e35f});
+  SetString(huge.Node("Resize", {"x", "", "scales"}, {"y"}), "mode", "linear");
+  huge.Output("y", 4);
+  EXPECT_THAT(ImportError(huge), HasSubstr("Resize scales 2 and 1e+35 give an output of 6x4"));
   EXPECT_THAT(error, HasSubstr("node 'frac' (Resize, opset 13): scales that do not give whole"));
 }
 
