@@ -83,7 +83,9 @@ ConvertResult ConvertBatchNorm(Importer& importer, const NodeProto& node) {
   if (!importer.IsNhwc(node, 0) && importer.InputShape(node, 0).size() != 2) {
     return Refuse("batch normalization over 4-D or 2-D activations only");
   }
-  std::vector<ir::ValueId> inputs = {importer.Input(node, 0)->value};
+  // Data, not the entry's value: a 2-D input may be an initializer not yet read.
+  ASSIGN_OR_RETURN(const ir::ValueId x, importer.Data(node, 0));
+  std::vector<ir::ValueId> inputs = {x};
   for (int i = 1; i <= 4; ++i) {
     // Scale and bias are trained; the running statistics are buffers.
     ASSIGN_OR_RETURN(
