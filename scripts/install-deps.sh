@@ -11,6 +11,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   clang-format clang-tidy
   clang libclang-rt-14-dev
+  valgrind
 )
 
 missing=()

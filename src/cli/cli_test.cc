@@ -33,8 +33,10 @@ struct CommandResult {
   std::string out;  // stdout and stderr together
 };
 
-CommandResult Spillway(const std::string& args) {
-  const std::string command = std::string(SPILLWAY_BINARY) + " " + args + " 2>&1";
+// Runs `spillway args`; `environment` ("NAME=value ...") is set for it alone.
+CommandResult Spillway(const std::string& args, const std::string& environment = "") {
+  const std::string command = (environment.empty() ? "" : "env " + environment + " ") +
+                              SPILLWAY_BINARY + " " + args + " 2>&1";
   CommandResult run;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return run;
@@ -210,6 +212,9 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
                           "hardware",
                           "backend",
                           "threads",
+                          "onednn_version",
+                          "onednn_isa",
+                          "direct_kernels",
                           "data",
                           "seed",
                           "first_step",
@@ -237,12 +242,34 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
   }
   EXPECT_EQ(json["losses"].size(), 3u);
   EXPECT_EQ(json["step_seconds"].size(), 3u);
+  EXPECT_THAT(json["onednn_version"].get<std::string>(),
+              ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+  EXPECT_FALSE(json["onednn_isa"].get<std::string>().empty());
+  EXPECT_THAT(json["direct_kernels"].get<std::string>(),
+              ::testing::AnyOf("generic", "avx2", "avx512"));
   EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), json["budget_bytes"].get<int64_t>());
   const nlohmann::json after = summary(resumed.out);
   EXPECT_EQ(after["first_step"], 3);
   EXPECT_EQ(after["resumed_from"], checkpoint);
   EXPECT_EQ(after["checksum"], json["checksum"]);
   EXPECT_EQ(after["final_loss"], json["final_loss"]);
+}
+
+// The CPU backend's ISA switches are checked before anything runs: oneDNN
+// would ignore a value it does not know and run its default path.
+TEST(Cli, BadIsaSwitchesAreOneLineErrors) {
+  const std::string train =
+      "train --model resnet18 --image 32 --base-width 4 --batch 2 --classes 3 --steps 1";
+  for (const auto& [environment, message] : std::vector<std::pair<std::string, std::string>>{
+           {"SPILLWAY_DIRECT_KERNELS=avx3", "unknown direct-kernel build 'avx3'"},
+           {"ONEDNN_MAX_CPU_ISA=AVX3", "ONEDNN_MAX_CPU_ISA=AVX3: not an ISA oneDNN knows"}}) {
+    const CommandResult run = Spillway(train, environment);
+    EXPECT_EQ(run.exit_code, 2) << environment << "\n" << run.out;
+    EXPECT_EQ(CountLines(run.out), 1) << run.out;
+    EXPECT_THAT(run.out, HasSubstr(message)) << environment;
+  }
+  // The reference backend runs no oneDNN code and does not care.
+  EXPECT_EQ(Spillway(train + " --backend reference", "SPILLWAY_DIRECT_KERNELS=avx3").exit_code, 0);
 }
 
 TEST(Cli, TrainErrorsAreOneLine) {

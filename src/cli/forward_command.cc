@@ -11,8 +11,7 @@
 #include <memory>
 #include <optional>
 
-#include "backends/cpu/cpu_backend.h"
-#include "backends/reference/reference_backend.h"
+#include "cli/backend_flags.h"
 #include "cli/commands.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
@@ -33,8 +32,7 @@ struct ForwardFlags {
   WorkloadFlags workload;
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir;
-  std::string backend = "cpu";
-  int threads = 2;
+  BackendFlags backend;
   bool json = false;
 };
 
@@ -201,14 +199,6 @@ std::string FileName(std::string_view name) {
   return file + ".npy";
 }
 
-std::unique_ptr<backends::Backend> MakeBackend(const ForwardFlags& flags) {
-  if (flags.backend == "reference") {
-    return std::make_unique<backends::reference::ReferenceBackend>();
-  }
-  return std::make_unique<backends::cpu::CpuBackend>(
-      backends::cpu::CpuBackendOptions{.threads = flags.threads});
-}
-
 absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags.workload, WorkloadOutputs::kAny));
   const ir::Graph& graph = workload.graph;
@@ -226,7 +216,7 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     }
   }
 
-  const std::unique_ptr<backends::Backend> backend = MakeBackend(flags);
+  ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags.backend));
   ASSIGN_OR_RETURN(const runtime::ForwardResult result,
                    runtime::RunForward(graph, *backend, bytes));
 
@@ -257,11 +247,12 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     nlohmann::ordered_json json = {
         {"workload", DescribeWorkload(flags.workload)},
         {"parameters", parameters},
-        {"backend", flags.backend},
-        {"threads", flags.threads},
+    };
+    json.update(BackendToJson(flags.backend));
+    json.update(nlohmann::ordered_json{
         {"seconds", result.seconds},
         {"peak_device_bytes", result.peak_device_bytes},
-    };
+    });
     nlohmann::ordered_json& input_json = json["inputs"] = nlohmann::ordered_json::array();
     for (const auto& [name, input] : inputs) {
       input_json.push_back({{"name", name}, {"source", input.source}});
@@ -286,10 +277,9 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     fmt::print(out, "Input      {}: {}{}\n", name, input.source,
                input.source.starts_with("seed ") ? " (uniform values; give it with --input)" : "");
   }
-  fmt::print(out, "Ran        {} nodes on {}{} in {:.3f} s, peak device memory {}\n",
-             graph.num_nodes(), flags.backend,
-             flags.backend == "cpu" ? fmt::format(" ({} threads)", flags.threads) : "",
-             result.seconds, FormatBytes(result.peak_device_bytes));
+  fmt::print(out, "Ran        {} nodes on {} in {:.3f} s, peak device memory {}\n",
+             graph.num_nodes(), DescribeBackend(flags.backend), result.seconds,
+             FormatBytes(result.peak_device_bytes));
   for (const OutputSummary& s : outputs) {
     fmt::print(out, "Output     {} {} {}: mean {:.6g}, min {:.6g}, max {:.6g}{}\n", s.name,
                ir::ShapeToString(s.shape), ir::DTypeName(s.dtype), s.mean, s.min, s.max,
@@ -315,14 +305,7 @@ CommandRunner AddForwardCommand(CLI::App& app) {
                       "for images) (repeatable); inputs not given are uniform from --seed");
   command->add_option("--output-dir", flags->output_dir,
                       "Write each output as DIR/<name>.npy, in ONNX order");
-  command
-      ->add_option("--backend", flags->backend,
-                   "cpu (oneDNN and OpenMP loops) or reference (slow, plain)")
-      ->check(CLI::IsMember({"cpu", "reference"}))
-      ->capture_default_str();
-  command->add_option("--threads", flags->threads, "Threads per kernel on the cpu backend")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  AddBackendFlags(*command, flags->backend);
   command->add_flag("--json", flags->json,
                     "Print the parameter count, the inputs' sources and each output's name, shape "
                     "(ONNX order), dtype, mean, min, max and file as JSON");

@@ -8,8 +8,7 @@
 #include <optional>
 
 #include "analysis/hardware.h"
-#include "backends/cpu/cpu_backend.h"
-#include "backends/reference/reference_backend.h"
+#include "cli/backend_flags.h"
 #include "cli/commands.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
@@ -37,8 +36,7 @@ struct TrainFlags {
   std::string save;
   int64_t save_every = 0;
   std::string resume;
-  std::string backend = "cpu";
-  int threads = 2;
+  BackendFlags backend;
   PlannerLimitFlags limits;
   int64_t log_every = 10;
   bool json = false;
@@ -91,17 +89,7 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
       ->capture_default_str();
   command.add_option("--resume", flags.resume,
                      "Continue from a checkpoint of the same model, optimizer and --seed");
-  command
-      .add_option("--backend", flags.backend,
-                  "cpu (oneDNN and OpenMP loops) or reference (slow, plain)")
-      ->check(CLI::IsMember({"cpu", "reference"}))
-      ->capture_default_str();
-  command
-      .add_option("--threads", flags.threads,
-                  "Threads per kernel on the cpu backend; results are bitwise reproducible for a "
-                  "given count")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  AddBackendFlags(command, flags.backend);
   command
       .add_option("--hardware", flags.hardware,
                   "Hardware profile the planner costs the step with: a preset (see `spillway "
@@ -142,13 +130,6 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainFlags& flags
   return options;
 }
 
-std::unique_ptr<backends::Backend> MakeBackend(const TrainFlags& flags) {
-  if (flags.backend == "reference")
-    return std::make_unique<backends::reference::ReferenceBackend>();
-  return std::make_unique<backends::cpu::CpuBackend>(
-      backends::cpu::CpuBackendOptions{.threads = flags.threads});
-}
-
 std::string DescribeOptimizer(const train::TrainerOptions& options) {
   const autodiff::OptimizerOptions& o = options.optimizer;
   std::string text = o.kind == autodiff::OptimizerKind::kAdam
@@ -169,8 +150,9 @@ nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::Train
       {"lr", options.optimizer.lr},
       {"policy", summary.policy},
       {"hardware", options.hardware.name},
-      {"backend", flags.backend},
-      {"threads", flags.threads},
+  };
+  json.update(BackendToJson(flags.backend));
+  json.update(nlohmann::ordered_json{
       {"data", trainer.data().Describe()},
       {"seed", options.data.seed},
       {"first_step", summary.first_step},
@@ -196,7 +178,7 @@ nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::Train
                                             : nlohmann::ordered_json(flags.resume)},
       {"checkpoint",
        flags.save.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(flags.save)},
-  };
+  });
   return json;
 }
 
@@ -211,8 +193,7 @@ void PrintHeader(std::ostream& out, const TrainFlags& flags, const Workload& wor
              plan.policy, options.hardware.name, FormatBytes(plan.best.arena_bytes()),
              FormatBytes(options.budget_bytes), plan.best.plan.Count(program::Decision::kSpill),
              plan.best.plan.Count(program::Decision::kRecompute), plan.planning_s);
-  fmt::print(out, "Backend      {}{}\n", flags.backend,
-             flags.backend == "cpu" ? fmt::format(", {} threads", flags.threads) : "");
+  fmt::print(out, "Backend      {}\n", DescribeBackend(flags.backend));
   fmt::print(out, "Data         {}\n", trainer.data().Describe());
   if (!flags.workload.onnx.empty()) {
     fmt::print(out, "Weights      {} parameters and buffers from {}\n",
@@ -264,7 +245,7 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     ASSIGN_OR_RETURN(const Workload workload, BuildWorkload(flags->workload));
     const ir::Graph& forward = workload.graph;
     options.initial_values = &workload.initial_values;
-    const std::unique_ptr<backends::Backend> backend = MakeBackend(*flags);
+    ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags->backend));
     ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
                      train::Trainer::Create(forward, options, *backend));
     if (!flags->resume.empty()) RETURN_IF_ERROR(trainer->Resume(flags->resume));

@@ -18,10 +18,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "analysis/hardware.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
 #include "models/layers.h"
 #include "models/models.h"
 #include "train/checkpoint.h"
@@ -822,6 +825,97 @@ TEST(Trainer, AnInfeasibleBudgetNamesTheSmallestArena) {
   EXPECT_THAT(trainer.status().message(), HasSubstr("the smallest arena it reaches is"));
   EXPECT_THAT(trainer.status().message(), HasSubstr("rerun with --budget"));
 }
+
+// ---- Reproducibility and odd channel counts ----
+//
+// CI runs these on the machine's widest ISA, restricted to AVX2 and to
+// SSE4.1 (.ci/run), and the OddChannels tests under valgrind too: oneDNN's
+// JIT code is invisible to AddressSanitizer, and its AVX2 weight gradient of
+// strided 1x1 convolutions with fewer than 8 input channels wrote past its
+// buffer (docs/backends.md).
+
+// Three steps of `forward` under `policy` on a fresh CPU backend, planned and
+// run from scratch: the checksum of every parameter, buffer and optimizer
+// state afterwards.
+std::string TrainedChecksum(const ir::Graph& forward, int threads, const std::string& policy,
+                            double budget_share) {
+  backends::cpu::CpuBackend backend({.threads = threads});
+  TrainerOptions options = CpuOptions(0, policy);
+  options.budget_bytes = static_cast<int64_t>(
+      budget_share * static_cast<double>(NoneArena(forward, options, backend)));
+  auto trainer = Trainer::Create(forward, options, backend);
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return "";
+  absl::StatusOr<TrainingSummary> summary = (*trainer)->Run(Steps(3));
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return summary.ok() ? summary->checksum : "";
+}
+
+// The same run twice gives the same bits, for each thread count: the
+// promise `train --json` records its configuration for. ResNet-18 with a
+// base width of 4 has the strided 1x1 convolutions with 4 input channels
+// that once made this run differ from itself on AVX2.
+TEST(Reproducibility, TheSameRunTwiceGivesTheSameChecksum) {
+  models::ModelOptions model = TinyResNet();
+  model.height = model.width = 64;
+  model.batch = 8;
+  model.base_width = 4;
+  const ir::Graph forward = Model("resnet18", model);
+  for (const int threads : {1, 2}) {
+    for (const auto& [policy, share] :
+         std::vector<std::pair<std::string, double>>{{"none", 1.0}, {"hybrid", 0.85}}) {
+      const std::string first = TrainedChecksum(forward, threads, policy, share);
+      EXPECT_FALSE(first.empty());
+      EXPECT_EQ(TrainedChecksum(forward, threads, policy, share), first)
+          << policy << " with " << threads << " threads";
+    }
+  }
+}
+
+// Convolutions of every kind (3x3 and 1x1, strides 1 and 2, forward and
+// both gradients) over 1, 3, 4, 5, 7 and 12 channels: the stem reads
+// in_channels, and base_width sets the first stage's channels, which the
+// strided 1x1 shortcut of the second stage reads. One step of the CPU
+// backend must give the reference backend's loss and then reproduce itself.
+// At 64x64 the last stage still has 2x2 pixels per image: batch norm over
+// fewer values turns fp32 rounding into visible differences in the loss.
+class OddChannels : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+
+TEST_P(OddChannels, OneStepMatchesTheReferenceAndReproduces) {
+  const auto& [name, channels] = GetParam();
+  models::ModelOptions model;
+  model.batch = 2;
+  model.height = model.width = 64;
+  model.in_channels = channels;
+  model.base_width = channels;
+  model.classes = 3;
+  const ir::Graph forward = Model(name, model);
+  TrainerOptions options = CpuOptions(int64_t{1} << 30, "none");
+  auto step = [&](backends::Backend& backend) -> absl::StatusOr<TrainingSummary> {
+    auto trainer = Trainer::Create(forward, options, backend);
+    if (!trainer.ok()) return trainer.status();
+    return (*trainer)->Run(Steps(1));
+  };
+  backends::cpu::CpuBackend cpu({.threads = 1});
+  absl::StatusOr<TrainingSummary> first = step(cpu);
+  ASSERT_TRUE(first.ok()) << first.status();
+  backends::cpu::CpuBackend again({.threads = 1});
+  absl::StatusOr<TrainingSummary> second = step(again);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->checksum, first->checksum);
+  backends::reference::ReferenceBackend reference;
+  absl::StatusOr<TrainingSummary> expected = step(reference);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_NEAR(first->losses[0], expected->losses[0], 1e-3 * std::abs(expected->losses[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, OddChannels,
+                         ::testing::Combine(::testing::Values("resnet18", "resnet50"),
+                                            ::testing::Values(1, 3, 4, 5, 7, 12)),
+                         [](const ::testing::TestParamInfo<OddChannels::ParamType>& test) {
+                           return std::get<0>(test.param) + "_" +
+                                  std::to_string(std::get<1>(test.param));
+                         });
 
 }  // namespace
 }  // namespace spillway::train

@@ -11,24 +11,31 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "backends/cpu/cpu_isa.h"
 #include "backends/kernel.h"
 
 namespace spillway::backends::cpu {
 
 // Runs the call if a direct kernel takes its op, dtypes and shapes; false,
-// having done nothing, otherwise. `threads` is the OpenMP team size.
+// having done nothing, otherwise. `threads` is the OpenMP team size. Uses the
+// build SelectDirectKernelIsa chooses (cpu_isa.h), once per process.
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
 
-// The builds of direct_kernels.cc, one per instruction set (CMakeLists.txt;
-// avx512 only where SPILLWAY_DIRECT_KERNELS_AVX512 is defined, on x86-64),
-// which RunDirectKernel chooses between; named here for the test that they
-// give the same bits.
+// The same with a given build, which must be runnable (CanRunDirectKernelIsa):
+// for the tests that every build gives the same bits.
+absl::StatusOr<bool> RunDirectKernel(DirectKernelIsa isa, const KernelCall& call, int threads);
+
+// The builds of direct_kernels.cc, one namespace per instruction set
+// (CMakeLists.txt; avx2 and avx512 only where SPILLWAY_DIRECT_KERNELS_X86 is
+// defined, on x86-64).
 namespace generic {
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
 }  // namespace generic
+namespace avx2 {
+absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
+}  // namespace avx2
 namespace avx512 {
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
 }  // namespace avx512
-bool ProcessorRunsAvx512();
 
 }  // namespace spillway::backends::cpu

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -44,6 +46,7 @@ struct Step {
 struct OneDnnPlan {
   std::vector<Step> steps;  // reorders into the primitive's layouts, the primitive, reorders out
   int64_t workspace_bytes = 0;
+  std::string implementation;  // the main primitive's, as oneDNN names it ("jit:avx2")
 };
 
 namespace {
@@ -79,8 +82,10 @@ class PlanBuilder {
     return copy;
   }
 
-  void Main(dnnl::primitive primitive, std::vector<std::pair<int, Operand>> args) {
+  void Main(const dnnl::primitive_desc_base& pd, dnnl::primitive primitive,
+            std::vector<std::pair<int, Operand>> args) {
     ++primitives_created_;
+    implementation_ = pd.impl_info_str();
     main_ = Step{std::move(primitive), std::move(args)};
   }
 
@@ -91,6 +96,7 @@ class PlanBuilder {
     plan->steps.push_back(*std::move(main_));
     for (Step& step : after_) plan->steps.push_back(std::move(step));
     plan->workspace_bytes = workspace_bytes_;
+    plan->implementation = implementation_;
     return plan;
   }
 
@@ -114,6 +120,7 @@ class PlanBuilder {
   std::optional<Step> main_;
   std::vector<Step> after_;
   int64_t workspace_bytes_ = 0;
+  std::string implementation_;
 };
 
 // ---- descriptors ----
@@ -182,6 +189,68 @@ Window WindowOf(const ir::AttrMap& attrs, const ir::IntList& default_strides) {
                 .pad_end = {pads[2], pads[3]}};
 }
 
+// ---- implementations avoided ----
+
+// What decides whether a convolution reaches a defect: its op and geometry.
+struct ConvolutionGeometry {
+  ir::OpKind op;
+  int64_t kernel_h, kernel_w;
+  int64_t stride_h, stride_w;
+  int64_t input_channels_per_group;
+};
+
+// Implementations of oneDNN that misbehave on some shapes, found by running
+// the CPU backend under valgrind (scripts/valgrind.sh). When oneDNN picks one
+// for such a shape, the plan moves on to the next implementation oneDNN
+// offers for the same descriptor; if there is none, the op falls through to
+// the reference kernel.
+struct AvoidedImplementation {
+  ir::OpKind op;
+  std::string_view implementation_prefix;  // of impl_info_str()
+  int last_major_version;  // oneDNN versions up to this major (later ones unverified)
+  bool (*affects)(const ConvolutionGeometry&, std::string_view implementation);
+};
+
+// oneDNN's JIT 1x1 weight gradient (jit_1x1:avx2, jit_1x1:avx512_core)
+// first copies a strided input into a dense per-thread buffer, and for NHWC
+// inputs with fewer input channels per group than its channel block (8 floats
+// for AVX2, 16 for AVX-512) it indexes that buffer by the block rather than
+// by the channel count: it writes past the buffer's end, and then reads
+// neighbouring heap bytes back as input. The result is a crash, a corrupted
+// heap or gradients that differ from run to run. Seen in oneDNN 2.6.3;
+// reported upstream as oneDNN issue 6035. The next implementation (jit:avx2,
+// jit:avx512_core) is clean on every such shape (docs/backends.md).
+bool StridedOneByOneBelowTheChannelBlock(const ConvolutionGeometry& g,
+                                         std::string_view implementation) {
+  const int64_t channel_block = implementation.find("avx512") != std::string_view::npos ? 16 : 8;
+  return g.kernel_h == 1 && g.kernel_w == 1 && (g.stride_h > 1 || g.stride_w > 1) &&
+         g.input_channels_per_group < channel_block;
+}
+
+constexpr AvoidedImplementation kAvoidedImplementations[] = {
+    {ir::OpKind::kConv2dBackwardWeight, "jit_1x1:", 2, StridedOneByOneBelowTheChannelBlock},
+};
+
+bool Avoided(const ConvolutionGeometry& geometry, const std::string& implementation) {
+  const int major = dnnl_version()->major;
+  for (const AvoidedImplementation& avoided : kAvoidedImplementations) {
+    if (avoided.op == geometry.op && implementation.starts_with(avoided.implementation_prefix) &&
+        major <= avoided.last_major_version && avoided.affects(geometry, implementation)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Moves `pd` past the avoided implementations; false when none is left.
+template <typename PrimitiveDesc>
+bool SkipAvoided(PrimitiveDesc& pd, const ConvolutionGeometry& geometry) {
+  while (Avoided(geometry, pd.impl_info_str())) {
+    if (!pd.next_impl()) return false;
+  }
+  return true;
+}
+
 // ---- convolution ----
 
 // x [N,H,W,C] * w [O,KH,KW,C/g] -> y [N,OH,OW,O], and both gradients. The
@@ -224,10 +293,17 @@ std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
                                            window.strides, window.dilations, window.pad_begin,
                                            window.pad_end);
   };
-  const dnnl::convolution_forward::primitive_desc forward(forward_desc(), engine);
+  const ConvolutionGeometry geometry{.op = op,
+                                     .kernel_h = w_shape[1],
+                                     .kernel_w = w_shape[2],
+                                     .stride_h = window.strides[0],
+                                     .stride_w = window.strides[1],
+                                     .input_channels_per_group = w_shape[3]};
+  dnnl::convolution_forward::primitive_desc forward(forward_desc(), engine);
 
   switch (op) {
     case ir::OpKind::kConv2d: {
+      if (!SkipAvoided(forward, geometry)) return nullptr;
       if (ImplementedByReference(forward.impl_info_str())) return nullptr;
       std::vector<std::pair<int, Operand>> args{
           {DNNL_ARG_SRC, PlanBuilder::Input(0, x_md)},
@@ -235,17 +311,18 @@ std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
            builder.ToPrimitive(PlanBuilder::Input(1, w_md), forward.weights_desc())},
           {DNNL_ARG_DST, PlanBuilder::Output(0, y_md)}};
       if (has_bias) args.emplace_back(DNNL_ARG_BIAS, PlanBuilder::Input(2, b_md));
-      builder.Main(dnnl::convolution_forward(forward), std::move(args));
+      builder.Main(forward, dnnl::convolution_forward(forward), std::move(args));
       return builder.Finish();
     }
     case ir::OpKind::kConv2dBackwardData: {
-      const dnnl::convolution_backward_data::primitive_desc backward(
+      dnnl::convolution_backward_data::primitive_desc backward(
           dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md,
                                                 AnyLayout(w_md), y_md, window.strides,
                                                 window.dilations, window.pad_begin, window.pad_end),
           engine, forward);
+      if (!SkipAvoided(backward, geometry)) return nullptr;
       if (ImplementedByReference(backward.impl_info_str())) return nullptr;
-      builder.Main(dnnl::convolution_backward_data(backward),
+      builder.Main(backward, dnnl::convolution_backward_data(backward),
                    {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, y_md)},
                     {DNNL_ARG_WEIGHTS,
                      builder.ToPrimitive(PlanBuilder::Input(1, w_md), backward.weights_desc())},
@@ -253,13 +330,14 @@ std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
       return builder.Finish();
     }
     case ir::OpKind::kConv2dBackwardWeight: {
-      const dnnl::convolution_backward_weights::primitive_desc backward(
+      dnnl::convolution_backward_weights::primitive_desc backward(
           dnnl::convolution_backward_weights::desc(
               dnnl::algorithm::convolution_direct, x_md, AnyLayout(w_md), y_md, window.strides,
               window.dilations, window.pad_begin, window.pad_end),
           engine, forward);
+      if (!SkipAvoided(backward, geometry)) return nullptr;
       if (ImplementedByReference(backward.impl_info_str())) return nullptr;
-      builder.Main(dnnl::convolution_backward_weights(backward),
+      builder.Main(backward, dnnl::convolution_backward_weights(backward),
                    {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, y_md)},
                     {DNNL_ARG_SRC, PlanBuilder::Input(1, x_md)},
                     {DNNL_ARG_DIFF_WEIGHTS, builder.FromPrimitive(PlanBuilder::Output(0, w_md),
@@ -301,8 +379,9 @@ std::shared_ptr<const OneDnnPlan> BuildPooling(const KernelCall& call, const dnn
       engine);
   if (!backward) {
     if (ImplementedByReference(forward.impl_info_str())) return nullptr;
-    builder.Main(dnnl::pooling_forward(forward), {{DNNL_ARG_SRC, PlanBuilder::Input(0, x_md)},
-                                                  {DNNL_ARG_DST, PlanBuilder::Output(0, y_md)}});
+    builder.Main(forward, dnnl::pooling_forward(forward),
+                 {{DNNL_ARG_SRC, PlanBuilder::Input(0, x_md)},
+                  {DNNL_ARG_DST, PlanBuilder::Output(0, y_md)}});
     return builder.Finish();
   }
   const dnnl::pooling_backward::primitive_desc pd(
@@ -310,8 +389,9 @@ std::shared_ptr<const OneDnnPlan> BuildPooling(const KernelCall& call, const dnn
                                    window.pad_end),
       engine, forward);
   if (ImplementedByReference(pd.impl_info_str())) return nullptr;
-  builder.Main(dnnl::pooling_backward(pd), {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, y_md)},
-                                            {DNNL_ARG_DIFF_SRC, PlanBuilder::Output(0, x_md)}});
+  builder.Main(pd, dnnl::pooling_backward(pd),
+               {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, y_md)},
+                {DNNL_ARG_DIFF_SRC, PlanBuilder::Output(0, x_md)}});
   return builder.Finish();
 }
 
@@ -336,13 +416,14 @@ std::shared_ptr<const OneDnnPlan> BuildEltwise(const KernelCall& call, const dnn
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, 0.0f, 0.0f),
       engine);
   if (op == ir::OpKind::kRelu || op == ir::OpKind::kGelu) {
-    builder.Main(dnnl::eltwise_forward(forward), {{DNNL_ARG_SRC, PlanBuilder::Input(0, md)},
-                                                  {DNNL_ARG_DST, PlanBuilder::Output(0, md)}});
+    builder.Main(
+        forward, dnnl::eltwise_forward(forward),
+        {{DNNL_ARG_SRC, PlanBuilder::Input(0, md)}, {DNNL_ARG_DST, PlanBuilder::Output(0, md)}});
     return builder.Finish();
   }
   const dnnl::eltwise_backward::primitive_desc backward(
       dnnl::eltwise_backward::desc(algorithm, md, md, 0.0f, 0.0f), engine, forward);
-  builder.Main(dnnl::eltwise_backward(backward),
+  builder.Main(backward, dnnl::eltwise_backward(backward),
                {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, md)},
                 {is_relu ? DNNL_ARG_DST : DNNL_ARG_SRC, PlanBuilder::Input(1, md)},
                 {DNNL_ARG_DIFF_SRC, PlanBuilder::Output(0, md)}});
@@ -426,7 +507,7 @@ std::shared_ptr<const OneDnnPlan> BuildMatrixProduct(const KernelCall& call,
                                             {DNNL_ARG_WEIGHTS, PlanBuilder::Input(1, b_md)},
                                             {DNNL_ARG_DST, PlanBuilder::Output(0, c_md)}};
   if (bias_md.has_value()) args.emplace_back(DNNL_ARG_BIAS, PlanBuilder::Input(2, *bias_md));
-  builder.Main(dnnl::matmul(pd), std::move(args));
+  builder.Main(pd, dnnl::matmul(pd), std::move(args));
   return builder.Finish();
 }
 
@@ -486,6 +567,11 @@ OneDnnKernels::~OneDnnKernels() = default;
 int64_t OneDnnKernels::primitives_created() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return primitives_created_;
+}
+
+std::string OneDnnKernels::Implementation(const KernelCall& call) {
+  std::shared_ptr<const OneDnnPlan> plan = FindOrBuild(call);
+  return plan == nullptr ? std::string() : plan->implementation;
 }
 
 std::shared_ptr<const OneDnnPlan> OneDnnKernels::Build(const KernelCall& call) {

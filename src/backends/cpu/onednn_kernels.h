@@ -48,6 +48,11 @@ class OneDnnKernels {
   // oneDNN primitives created so far (main primitives and reorders).
   int64_t primitives_created() const;
 
+  // The implementation oneDNN runs the call's node shape with, as oneDNN names
+  // it ("jit_1x1:avx2"), building the plan if needed; empty when oneDNN does
+  // not take it. For tests that a defective implementation is avoided.
+  std::string Implementation(const KernelCall& call);
+
  private:
   // The cached plan for the call's node shape, building it on first use; null
   // when oneDNN does not take it (remembered too, so it is tried once).
