@@ -23,9 +23,6 @@
 
 namespace spillway::backends::testing {
 
-// gtest prints a failing case by its name rather than its bytes.
-void PrintTo(const OpTestCase& test_case, std::ostream* out) { *out << test_case.name; }
-
 namespace {
 
 using ::testing::HasSubstr;

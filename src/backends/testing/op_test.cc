@@ -752,4 +752,6 @@ std::set<ir::OpKind> CoveredOps(const std::vector<OpTestCase>& cases) {
   return covered;
 }
 
+void PrintTo(const OpTestCase& test_case, std::ostream* out) { *out << test_case.name; }
+
 }  // namespace spillway::backends::testing

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,5 +83,10 @@ absl::Status CheckDeterministic(Backend& backend, const OpTestCase& test_case, u
 
 // Ops the cases run: their own ops and the ops of their gradients.
 std::set<ir::OpKind> CoveredOps(const std::vector<OpTestCase>& cases);
+
+// GoogleTest prints a test parameter by its name; without this it would dump
+// the struct's bytes, padding included, which valgrind reports as a read of
+// uninitialised memory.
+void PrintTo(const OpTestCase& test_case, std::ostream* out);
 
 }  // namespace spillway::backends::testing
