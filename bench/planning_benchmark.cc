@@ -36,8 +36,7 @@ void PlanHybrid(benchmark::State& state, const Workload& workload) {
   int64_t arena = 0;
   bool feasible = false;
   for (auto _ : state) {
-    planner::PlanningContext context(training->graph, cost_model,
-                                     sim::SimulatorOptions{profile->copy_engines}, options);
+    planner::PlanningContext context(training->graph, cost_model, *profile, options);
     absl::StatusOr<std::unique_ptr<planner::Policy>> policy = planner::MakePolicy("hybrid");
     absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(**policy, context);
     SPILLWAY_CHECK(result.ok(), "hybrid plans the benchmark's workload");

@@ -2,7 +2,8 @@
 # Runs the CPU backend under valgrind's memcheck, failing on any error:
 # AddressSanitizer cannot see the writes of oneDNN's JIT-generated kernels,
 # memcheck can. Uses the Release (ci preset) build of cpu_test and train_test.
-#   scripts/valgrind.sh                  the CPU op harness and the OddChannels training steps
+#   scripts/valgrind.sh                  the CPU op harness and the OddChannels training steps,
+#                                        then the op harness again with oneDNN at SSE4.1
 #   scripts/valgrind.sh --filter GLOB    other tests of those binaries (a gtest filter)
 # valgrind does not execute AVX-512, so oneDNN is restricted to AVX2 (the path
 # where its strided 1x1 weight gradient once overran its buffer); OpenMP waits
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --filter) filter="$2"; shift 2 ;;
     --filter=*) filter="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "valgrind.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,4 +48,6 @@ if [ -n "$filter" ]; then
 else
   run build/ci/src/backends/cpu/cpu_test '*'
   run build/ci/src/train/train_test 'Models/OddChannels.*'
+  # oneDNN's SSE4.1 kernels and the generic direct kernels: the op harness again.
+  ONEDNN_MAX_CPU_ISA=SSE41 run build/ci/src/backends/cpu/cpu_test '*'
 fi

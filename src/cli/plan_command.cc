@@ -90,8 +90,7 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
   options.time_limit_s = flags.limits.time_limit_s;
   options.max_evaluations = flags.limits.max_evaluations;
   workload->context = std::make_unique<planner::PlanningContext>(
-      workload->training.graph, *workload->cost_model,
-      sim::SimulatorOptions{workload->profile.copy_engines}, options);
+      workload->training.graph, *workload->cost_model, workload->profile, options);
   return workload;
 }
 
@@ -237,7 +236,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     // Planning all five takes seconds on large graphs: say what is running
     // when someone is watching (stderr on a terminal), and nothing otherwise.
     const bool show_progress = isatty(fileno(stderr)) != 0;
-    const std::vector<std::string>& names = planner::PolicyNames();
+    const std::vector<std::string> names = planner::PolicyNames();
     for (size_t i = 0; i < names.size(); ++i) {
       if (show_progress) {
         fmt::print(stderr, "\rplanning {} ({}/{})...{:10}", names[i], i + 1, names.size(), "");

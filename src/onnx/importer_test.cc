@@ -513,8 +513,7 @@ TEST(ImporterTest, SmallCnnImportsTrainsAndPlans) {
       analysis::LoadHardwareProfile("v100-16g-nvlink2");
   ASSERT_TRUE(profile.ok());
   const analysis::RooflineCostModel cost_model(*profile);
-  planner::PlanningContext context(training->graph, cost_model,
-                                   sim::SimulatorOptions{profile->copy_engines},
+  planner::PlanningContext context(training->graph, cost_model, *profile,
                                    {.budget_bytes = INT64_MAX, .time_limit_s = 0.2});
   absl::StatusOr<std::unique_ptr<planner::Policy>> none = planner::MakePolicy("none");
   ASSERT_TRUE(none.ok());

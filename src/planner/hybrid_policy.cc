@@ -31,8 +31,9 @@ struct Candidate {
 
 class HybridPlanner {
  public:
-  explicit HybridPlanner(PlanningContext& context)
+  HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options)
       : context_(context),
+        options_(options),
         start_(std::chrono::steady_clock::now()),
         evaluations_at_start_(context.evaluations()) {}
 
@@ -58,8 +59,7 @@ class HybridPlanner {
   // start is better, per tensor as always.
   absl::StatusOr<Evaluation> StartFromSwapIfBetter(std::vector<Decision>& decisions,
                                                    Evaluation current) {
-    // One threshold's lookahead tuned, not three: a start, not a result.
-    SwapPolicy swap(/*thresholds_tuned=*/1);
+    SwapPolicy swap({.thresholds_tuned = options_.swap_start_thresholds});
     ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
     if (!context_.Fits(swapped.best) || !Better(swapped.best, current, context_.budget_bytes())) {
       return current;
@@ -446,8 +446,9 @@ class HybridPlanner {
     double fails = backward_s_;
     Evaluation best = std::move(current);
     double best_cap = no_lead;
-    for (int i = 0; i < 8 && fails > 1e-6; ++i) {
-      const double middle = fits > 0 ? std::sqrt(fits * fails) : fails / 16;
+    for (int i = 0; i < options_.lead_cap_bisections && fails > 1e-6; ++i) {
+      const double middle =
+          fits > 0 ? std::sqrt(fits * fails) : fails * options_.lead_cap_first_fraction;
       lead_cap_s_ = middle;
       ASSIGN_OR_RETURN(Evaluation trial, Evaluate(decisions));
       if (context_.Fits(trial)) {
@@ -565,6 +566,7 @@ class HybridPlanner {
   }
 
   PlanningContext& context_;
+  const HybridPolicy::Options options_;
   std::chrono::steady_clock::time_point start_;
   int evaluations_at_start_ = 0;
   std::vector<Candidate> candidates_;
@@ -584,7 +586,7 @@ class HybridPlanner {
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
-  return HybridPlanner(context).Run();
+  return HybridPlanner(context, options_).Run();
 }
 
 }  // namespace spillway::planner

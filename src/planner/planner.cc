@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <memory>
+#include <utility>
 
 #include "fmt/format.h"
 #include "planner/policies.h"
@@ -15,12 +17,13 @@
 namespace spillway::planner {
 
 PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,
-                                 sim::SimulatorOptions simulator_options, PlannerOptions options)
+                                 const analysis::HardwareProfile& hardware, PlannerOptions options)
     : graph_(graph),
       cost_model_(cost_model),
+      hardware_(hardware),
       options_(options),
       schedule_(program::TrainingSchedule(graph)),
-      simulator_(graph, cost_model, simulator_options) {
+      simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
   reads_ = program::ScheduleReads::Of(graph, schedule_);
   ideal_start_s_.assign(schedule_.size() + 1, 0.0);
   for (size_t step = 0; step < schedule_.size(); ++step) {
@@ -57,18 +60,35 @@ bool Better(const Evaluation& a, const Evaluation& b, int64_t budget_bytes) {
   return a.arena_bytes() < b.arena_bytes();
 }
 
-const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string>* names =
-      new std::vector<std::string>{"none", "swap", "recompute", "hybrid-seed", "hybrid"};
-  return *names;
+namespace {
+template <typename P>
+PolicyEntry Entry(std::string summary) {
+  auto make = []() -> std::unique_ptr<Policy> { return std::make_unique<P>(); };
+  return PolicyEntry{std::string(P().name()), std::move(summary), make};
+}
+}  // namespace
+
+const std::vector<PolicyEntry>& PolicyRegistry() {
+  static const std::vector<PolicyEntry>* registry = new std::vector<PolicyEntry>{
+      Entry<NonePolicy>("everything kept: the ideal step time and the arena the step needs"),
+      Entry<SwapPolicy>("swap-only, by topological distance with a tuned lookahead"),
+      Entry<RecomputePolicy>("recomputation only: sqrt(n), segment and chain-optimal checkpoints"),
+      Entry<HybridSeedPolicy>("the paper's heuristic: recompute units of the tuned swap plan"),
+      Entry<HybridPolicy>("Spillway's planner: per-tensor decisions, simulator in the loop"),
+  };
+  return *registry;
+}
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const PolicyEntry& entry : PolicyRegistry()) names.push_back(entry.name);
+  return names;
 }
 
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
-  if (name == "none") return std::unique_ptr<Policy>(new NonePolicy());
-  if (name == "swap") return std::unique_ptr<Policy>(new SwapPolicy());
-  if (name == "recompute") return std::unique_ptr<Policy>(new RecomputePolicy());
-  if (name == "hybrid-seed") return std::unique_ptr<Policy>(new HybridSeedPolicy());
-  if (name == "hybrid") return std::unique_ptr<Policy>(new HybridPolicy());
+  for (const PolicyEntry& entry : PolicyRegistry()) {
+    if (entry.name == name) return entry.make();
+  }
   return absl::NotFoundError(fmt::format("unknown policy '{}'; the policies are: {}", name,
                                          fmt::join(PolicyNames(), ", ")));
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,10 +65,13 @@ struct PlanResult {
 // Everything a policy needs, and the one way to try a plan.
 class PlanningContext {
  public:
+  // The hardware profile is the machine the plan is for: the simulator takes
+  // its copy engines from it (the cost model was made from it too).
   PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,
-                  sim::SimulatorOptions simulator_options, PlannerOptions options);
+                  const analysis::HardwareProfile& hardware, PlannerOptions options);
 
   const ir::Graph& graph() const { return graph_; }
+  const analysis::HardwareProfile& hardware() const { return hardware_; }
   const std::vector<ir::NodeId>& schedule() const { return schedule_; }
   const analysis::CostModel& cost_model() const { return cost_model_; }
   const sim::Simulator& simulator() const { return simulator_; }
@@ -108,6 +112,7 @@ class PlanningContext {
  private:
   const ir::Graph& graph_;
   const analysis::CostModel& cost_model_;
+  analysis::HardwareProfile hardware_;
   PlannerOptions options_;
   std::vector<ir::NodeId> schedule_;
   sim::Simulator simulator_;
@@ -127,9 +132,19 @@ class Policy {
   virtual absl::StatusOr<PlanResult> Run(PlanningContext& context) = 0;
 };
 
-// "none", "swap", "recompute", "hybrid-seed", "hybrid".
-const std::vector<std::string>& PolicyNames();
-// NotFound listing the names.
+// The policies by name, in the order `compare` lists them. Each entry makes
+// its policy with the default options; a caller that wants others makes the
+// policy class itself (policies.h), whose Options say what each constant is.
+struct PolicyEntry {
+  std::string name;
+  std::string summary;  // one line
+  std::function<std::unique_ptr<Policy>()> make;
+};
+const std::vector<PolicyEntry>& PolicyRegistry();
+
+// The registry's names: "none", "swap", "recompute", "hybrid-seed", "hybrid".
+std::vector<std::string> PolicyNames();
+// The named policy with its default options; NotFound listing the names.
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 
 // Runs a policy and fills in the planning time and evaluation count.

@@ -54,8 +54,7 @@ struct Planning {
                     PlannerOptions options = {.time_limit_s = 0.2})
       : profile(V100()),
         cost_model(profile),
-        context(graph, cost_model, sim::SimulatorOptions{profile.copy_engines},
-                WithBudget(options, budget_bytes)) {}
+        context(graph, cost_model, profile, WithBudget(options, budget_bytes)) {}
 
   static PlannerOptions WithBudget(PlannerOptions options, int64_t budget_bytes) {
     options.budget_bytes = budget_bytes;
@@ -197,6 +196,59 @@ TEST(MakePolicy, AnUnknownNameIsNotFoundAndListsThePolicies) {
   for (const std::string& name : PolicyNames()) {
     EXPECT_THAT(StatusMessage(policy.status()), HasSubstr(name));
   }
+}
+
+TEST(PolicyRegistry, EachEntryHasASummaryAndMakesAFreshPolicy) {
+  for (const PolicyEntry& entry : PolicyRegistry()) {
+    EXPECT_FALSE(entry.summary.empty()) << entry.name;
+    const std::unique_ptr<Policy> a = entry.make();
+    const std::unique_ptr<Policy> b = entry.make();
+    ASSERT_NE(a, nullptr);
+    EXPECT_NE(a.get(), b.get()) << entry.name;
+    EXPECT_EQ(a->name(), entry.name);
+  }
+}
+
+// A policy's options are what it searches: narrowing them changes how many
+// candidate Programs it tries, on the same workload and budget.
+TEST(PolicyOptions, RecomputeScansItsSegmentGridAndChainPoints) {
+  const autodiff::TrainingGraph training = TrainingModel("resnet18", 64, /*seq_len=*/64);
+  auto evaluations = [&](RecomputePolicy::Options options) {
+    Planning planning(training.graph, /*budget_bytes=*/1);
+    RecomputePolicy policy(options);
+    absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
+    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+    return result.ok() ? result->evaluations : -1;
+  };
+  // The keep-all plan, the sqrt(n) plan, then one per grid point and one
+  // chain solution at every chain_every-th point.
+  EXPECT_EQ(evaluations({.segment_grid_points = 0, .chain_every = 0}), 2);
+  EXPECT_EQ(evaluations({.segment_grid_points = 6, .chain_every = 0}), 2 + 6);
+  EXPECT_EQ(evaluations({.segment_grid_points = 6, .chain_every = 3}), 2 + 6 + 2);
+  EXPECT_EQ(evaluations({}), 2 + 24 + 8);
+}
+
+TEST(PolicyOptions, SwapTunesTheLookaheadForAsManyThresholdsAsAsked) {
+  const autodiff::TrainingGraph training = TrainingModel("resnet18", 64, /*seq_len=*/64);
+  // Halfway between the arena with every saved tensor spilled and the `none`
+  // arena: some thresholds fit, and lookaheads are worth tuning. (Under a
+  // budget of 0 every layout strategy is tried: the arenas are the least.)
+  Planning tightest(training.graph, 0);
+  absl::StatusOr<Evaluation> none = tightest.context.Evaluate(tightest.context.KeepAll("none"));
+  ASSERT_TRUE(none.ok()) << StatusMessage(none.status());
+  absl::StatusOr<Evaluation> all_spilled =
+      tightest.context.Evaluate(SwapPolicy::PlanFor(tightest.context, -1, 0));
+  ASSERT_TRUE(all_spilled.ok()) << StatusMessage(all_spilled.status());
+  ASSERT_LT(all_spilled->arena_bytes(), none->arena_bytes());
+  auto evaluations = [&](int thresholds) {
+    Planning planning(training.graph, (all_spilled->arena_bytes() + none->arena_bytes()) / 2);
+    SwapPolicy policy({.thresholds_tuned = thresholds});
+    absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
+    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+    EXPECT_TRUE(result.ok() && result->feasible);
+    return result.ok() ? result->evaluations : -1;
+  };
+  EXPECT_LT(evaluations(1), evaluations(3));
 }
 
 // ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "planner/chain_checkpointing.h"
 #include "planner/planner.h"
 
 namespace spillway::planner {
@@ -16,15 +17,21 @@ class NonePolicy final : public Policy {
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 };
 
+// The options of SwapPolicy: the constants of its search, named, with their defaults.
+struct SwapOptions {
+  // The lookahead is tuned for the largest threshold that fits and for
+  // `thresholds_tuned - 1` thresholds below it.
+  int thresholds_tuned = 3;
+};
+
 // Swap-only, as IBM's TensorFlow Large Model Support v2 does it: spill every
 // saved tensor whose first backward reader is more than `threshold`
 // topological levels after its producer, fetch it back when the backward pass
 // reaches `ahead` levels before that reader, and tune both by simulation.
 class SwapPolicy final : public Policy {
  public:
-  // The lookahead is tuned for the largest threshold that fits and for
-  // `thresholds_tuned - 1` thresholds below it.
-  explicit SwapPolicy(int thresholds_tuned = 3) : thresholds_tuned_(thresholds_tuned) {}
+  using Options = SwapOptions;
+  explicit SwapPolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "swap"; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
@@ -32,7 +39,23 @@ class SwapPolicy final : public Policy {
   static program::Plan PlanFor(const PlanningContext& context, int threshold, int ahead);
 
  private:
-  int thresholds_tuned_;
+  Options options_;
+};
+
+// The options of RecomputePolicy: the constants of its search, named, with their defaults.
+struct RecomputeOptions {
+  // Segment byte limits scanned, on a geometric grid from the smallest
+  // recomputable tensor to all of them together.
+  int segment_grid_points = 24;
+  // The chain's optimum is also tried at every `chain_every`-th grid point
+  // (the dynamic program costs more than a greedy pass), with the chain
+  // model's peak allowed `chain_peak_factor` times that point's limit.
+  int chain_every = 3;
+  double chain_peak_factor = 2.0;
+  // Chains longer than this are solved on a grid of segment sizes with a
+  // capped frontier instead of exactly.
+  size_t exact_chain_length = 64;
+  ChainOptions long_chain{.segment_candidates = 12, .max_frontier = 16};
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
@@ -41,6 +64,8 @@ class SwapPolicy final : public Policy {
 // scanned by simulation for the fastest plan that fits.
 class RecomputePolicy final : public Policy {
  public:
+  using Options = RecomputeOptions;
+  explicit RecomputePolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "recompute"; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
@@ -49,9 +74,11 @@ class RecomputePolicy final : public Policy {
   // The checkpoints that SolveChain (chain_checkpointing.h) finds optimal for
   // the saved tensors read as a chain, under `chain_limit_bytes` of the chain
   // model's peak.
-  static program::Plan ChainCheckpoints(const PlanningContext& context, int64_t chain_limit_bytes);
-  // Longer chains are solved on a grid of segment sizes with a capped frontier.
-  static constexpr size_t kExactChainLength = 64;
+  static program::Plan ChainCheckpoints(const PlanningContext& context, int64_t chain_limit_bytes,
+                                        const Options& options = {});
+
+ private:
+  Options options_;
 };
 
 // The paper's heuristic (Imai et al., IEEE BigData 2020) as DESIGN.md reads
@@ -64,13 +91,30 @@ class HybridSeedPolicy final : public Policy {
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 };
 
+// The options of HybridPolicy: the constants of its search, named, with their defaults.
+struct HybridOptions {
+  // The swap plan it may start from is tuned for this many thresholds: a
+  // start, not a result.
+  int swap_start_thresholds = 1;
+  // The cap on how early fetches may be issued is searched by this many
+  // bisection steps on a log scale, the first at this fraction of the
+  // backward pass.
+  int lead_cap_bisections = 8;
+  double lead_cap_first_fraction = 1.0 / 16;
+};
+
 // Spillway's planner: per-tensor decisions by bytes saved per second of cost
 // that cannot be hidden, fetches as late as the copy queue allows, then the
 // simulator in the loop on what stalls the compute stream.
 class HybridPolicy final : public Policy {
  public:
+  using Options = HybridOptions;
+  explicit HybridPolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "hybrid"; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+
+ private:
+  Options options_;
 };
 
 // Topological levels of the training graph: graph inputs are at level 0 and a

@@ -51,7 +51,7 @@ program::Plan RecomputePolicy::SegmentCheckpoints(const PlanningContext& context
 }
 
 program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
-                                                int64_t chain_limit_bytes) {
+                                                int64_t chain_limit_bytes, const Options& options) {
   // The recomputable saved tensors in forward order, read as a chain: each
   // costs its producer's time to rebuild. Exact on a chain; on a general
   // graph (branches, fan-out) the model is an approximation that the
@@ -62,12 +62,9 @@ program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
   for (const autodiff::SavedTensor* tensor : tensors) {
     chain.push_back({tensor->bytes, context.simulator().node_seconds(tensor->producer)});
   }
-  ChainOptions options;
-  if (chain.size() > kExactChainLength) {
-    options.segment_candidates = 12;
-    options.max_frontier = 16;
-  }
-  const ChainSolution solution = SolveChain(chain, chain_limit_bytes, options);
+  const ChainSolution solution =
+      SolveChain(chain, chain_limit_bytes,
+                 chain.size() > options.exact_chain_length ? options.long_chain : ChainOptions{});
   program::Plan plan = context.KeepAll("recompute");
   if (!solution.feasible) return plan;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -97,22 +94,23 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
       total += tensor->bytes;
       smallest_tensor = std::min(smallest_tensor, std::max<int64_t>(tensor->bytes, 1));
     }
-    constexpr int kGridPoints = 24;
-    if (total > 0) {
+    const int points = options_.segment_grid_points;
+    if (total > 0 && points > 0) {
       const double ratio =
-          std::pow(static_cast<double>(total) / static_cast<double>(smallest_tensor),
-                   1.0 / (kGridPoints - 1));
+          points == 1 ? 1.0
+                      : std::pow(static_cast<double>(total) / static_cast<double>(smallest_tensor),
+                                 1.0 / (points - 1));
       double limit = static_cast<double>(smallest_tensor);
-      for (int i = 0; i < kGridPoints; ++i, limit *= ratio) {
+      for (int i = 0; i < points; ++i, limit *= ratio) {
         ASSIGN_OR_RETURN(Evaluation trial, context.Evaluate(SegmentCheckpoints(
                                                context, static_cast<int64_t>(limit))));
         consider(std::move(trial));
         // The chain's optimum when the chain model's peak (checkpoints and
-        // the largest segment) may be twice that limit; every third point,
-        // as the dynamic program costs more than a greedy pass.
-        if (i % 3 != 0) continue;
-        ASSIGN_OR_RETURN(Evaluation chain, context.Evaluate(ChainCheckpoints(
-                                               context, 2 * static_cast<int64_t>(limit))));
+        // the largest segment) may be a multiple of that limit.
+        if (options_.chain_every <= 0 || i % options_.chain_every != 0) continue;
+        const auto chain_limit = static_cast<int64_t>(options_.chain_peak_factor * limit);
+        ASSIGN_OR_RETURN(Evaluation chain,
+                         context.Evaluate(ChainCheckpoints(context, chain_limit, options_)));
         consider(std::move(chain));
       }
     }

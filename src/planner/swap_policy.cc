@@ -128,7 +128,8 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
   // For that threshold and the ones below it (three by default), the largest lookahead that fits,
   // also by binary search (fetching earlier holds more memory); the fastest wins.
   std::optional<Evaluation> best;
-  for (int threshold = low; threshold >= std::max(-1, low - thresholds_tuned_ + 1); --threshold) {
+  for (int threshold = low; threshold >= std::max(-1, low - options_.thresholds_tuned + 1);
+       --threshold) {
     int fits = 0;
     int fails = setup.max_level + 1;
     ASSIGN_OR_RETURN(Evaluation fitting, evaluate(threshold, fits));

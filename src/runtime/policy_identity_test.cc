@@ -188,8 +188,7 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
     planner::PlannerOptions options;
     options.budget_bytes = budget;
     options.max_evaluations = 200;  // the same plans on every machine
-    planner::PlanningContext context(training->graph, cost_model,
-                                     sim::SimulatorOptions{cpu->copy_engines}, options);
+    planner::PlanningContext context(training->graph, cost_model, *cpu, options);
     absl::StatusOr<std::unique_ptr<planner::Policy>> policy = planner::MakePolicy(policy_name);
     SPILLWAY_CHECK(policy.ok(), "a policy name from PolicyNames()");
     return planner::RunPolicy(**policy, context);

@@ -677,7 +677,7 @@ TEST_P(EveryPolicy, TrainsBitwiseLikeKeepingEverything) {
   const analysis::RooflineCostModel cost_model(*profile);
   auto context = [&](int64_t budget_bytes) {
     return planner::PlanningContext(
-        graph, cost_model, sim::SimulatorOptions{profile->copy_engines},
+        graph, cost_model, *profile,
         {.budget_bytes = budget_bytes, .time_limit_s = 10, .max_evaluations = 30});
   };
   auto plan = [&](std::string_view policy_name, planner::PlanningContext& planning) {
