@@ -1,5 +1,5 @@
-// The five policies. DESIGN.md states what each must do; docs/planner.md says
-// how each does it and why.
+// The five policies; docs/planner.md says what each must do, how it does it
+// and why.
 #pragma once
 
 #include <string_view>
@@ -81,8 +81,8 @@ class RecomputePolicy final : public Policy {
   Options options_;
 };
 
-// The paper's heuristic (Imai et al., IEEE BigData 2020) as DESIGN.md reads
-// it: from the tuned swap plan, units that begin at a convolution or matrix
+// The paper's heuristic (Imai et al., IEEE BigData 2020) as docs/planner.md
+// reads it: from the tuned swap plan, units that begin at a convolution or matrix
 // product, ranked by the bytes they swap; a unit's spilled non-checkpoint
 // tensors switch to recomputation when that makes the step faster and fits.
 class HybridSeedPolicy final : public Policy {
