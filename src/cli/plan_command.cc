@@ -128,11 +128,24 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
       {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
       {"planning_ms", result.planning_s * 1e3},
       {"evaluations", result.evaluations},
+      {"laid_out", result.laid_out},
+      {"converged", !result.hit_time_limit},
   };
+  if (!result.start.empty()) json["start"] = result.start;
   if (swap != nullptr && swap->feasible && result.feasible) {
     json["speedup_over_swap"] = swap->best.step_time_s() / simulation.step_time_s - 1.0;
   }
   return json;
+}
+
+void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
+  fmt::print(out, "Planning     {:.2f} s, {} candidate plans ({} laid out){}{}\n",
+             result.planning_s, result.evaluations, result.laid_out,
+             result.start.empty() ? "" : fmt::format(", refined from {}", result.start),
+             result.hit_time_limit
+                 ? "; stopped by --time-limit before converging (the plan depends on this "
+                   "machine's speed)"
+                 : "");
 }
 
 std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
@@ -147,8 +160,7 @@ void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload
                "rerun with --budget {} or more\n",
                result.policy, FormatBytes(result.smallest_arena_bytes),
                FormatBytes(workload.budget_bytes), result.smallest_arena_bytes);
-    fmt::print(out, "Planning     {:.2f} s ({} candidate programs)\n", result.planning_s,
-               result.evaluations);
+    PrintPlanning(out, result);
     return;
   }
   const program::Plan& plan = result.best.plan;
@@ -167,8 +179,7 @@ void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload
              plan.Count(program::Decision::kRecompute));
   fmt::print(out, "Stalls       compute stream waits {:.3g} s for copies and memory\n",
              simulation.streams[0].stall_s);
-  fmt::print(out, "Planning     {:.2f} s ({} candidate programs)\n", result.planning_s,
-             result.evaluations);
+  PrintPlanning(out, result);
 }
 
 absl::Status WriteFile(const std::string& path, const std::string& contents) {

@@ -105,13 +105,15 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
   command
       .add_option("--time-limit", flags.time_limit_s,
-                  "Seconds the hybrid planner may spend refining its plan")
+                  "Safety net: seconds after which the hybrid planner stops refining even if "
+                  "it has not converged (the output then says so); meant never to be reached")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command
       .add_option("--max-evaluations", flags.max_evaluations,
-                  "Stop the hybrid planner's refinement after this many candidate Programs as "
-                  "well (0: no limit); the plan is then the same on every machine")
+                  "Stop each of the hybrid planner's refinements after this many candidate plans (0: "
+                  "refine until no move improves); either way the plan is the same on every "
+                  "machine")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }

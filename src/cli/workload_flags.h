@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
 #include "models/model_options.h"
+#include "planner/planner.h"
 
 namespace spillway::cli {
 
@@ -35,11 +36,11 @@ struct WorkloadFlags {
 // --height, --width, --classes and the model-specific options to `command`.
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);
 
-// --time-limit and --max-evaluations: how long the hybrid planner refines its
-// plan (`plan`, `compare` and `train` take them).
+// --time-limit and --max-evaluations: what may stop the hybrid planner's
+// refinement before it converges (`plan`, `compare` and `train` take them).
 struct PlannerLimitFlags {
-  double time_limit_s = 1.5;
-  int max_evaluations = 0;
+  double time_limit_s = planner::PlannerOptions{}.time_limit_s;
+  int max_evaluations = planner::PlannerOptions{}.max_evaluations;
 };
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
 

@@ -29,6 +29,12 @@ struct Candidate {
   double UnhiddenTransferSeconds() const { return std::max(0.0, d2h_s + h2d_s - window_s); }
 };
 
+// A starting plan of the portfolio and the policy it came from.
+struct Start {
+  std::string name;
+  Evaluation evaluation;
+};
+
 class HybridPlanner {
  public:
   HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options)
@@ -37,59 +43,95 @@ class HybridPlanner {
         start_(std::chrono::steady_clock::now()),
         evaluations_at_start_(context.evaluations()) {}
 
+  // The portfolio: the plans of the heuristic policies (each as its own
+  // policy makes it, with its default options) and hybrid's own eviction
+  // plan. The refinement starts from the best of them that it can express,
+  // and the result is the best plan seen, so it is never worse than any of
+  // the heuristics.
   absl::StatusOr<PlanResult> Run() {
     Collect();
     PlanResult result;
     std::vector<Decision> decisions(candidates_.size(), Decision::kKeep);
-    ASSIGN_OR_RETURN(Evaluation current, Evaluate(decisions));
-    if (!context_.Fits(current)) {
-      ASSIGN_OR_RETURN(current, EvictUntilFits(decisions, std::move(current)));
-      ASSIGN_OR_RETURN(current, StartFromSwapIfBetter(decisions, std::move(current)));
+    ASSIGN_OR_RETURN(Evaluation keep_all, Evaluate(decisions));
+    if (context_.Fits(keep_all)) {  // the ideal step: nothing to improve
+      result.best = std::move(keep_all);
+      result.start = "keep";
+      return result;
     }
-    if (context_.Fits(current)) {
-      ASSIGN_OR_RETURN(current, Refine(decisions, std::move(current)));
+    std::vector<Start> starts;
+    ASSIGN_OR_RETURN(Evaluation evicted, EvictUntilFits(decisions, std::move(keep_all)));
+    starts.push_back({"evict", std::move(evicted)});
+    SwapPolicy swap;
+    ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
+    starts.push_back({"swap", swapped.best});
+    ASSIGN_OR_RETURN(PlanResult seeded,
+                     HybridSeedPolicy::RecomputeUnits(context_, std::move(swapped)));
+    starts.push_back({"hybrid-seed", std::move(seeded.best)});
+    RecomputePolicy recompute;
+    ASSIGN_OR_RETURN(PlanResult recomputed, recompute.Run(context_));
+    starts.push_back({"recompute", std::move(recomputed.best)});
+
+    // Best first (stable: on a tie the earlier, evict first). Every start
+    // that fits is refined until no move improves it: which start refines
+    // best differs between workloads (a tight budget on a slow link favours
+    // recomputation's plan, a roomy one eviction's), and each refinement
+    // converges in a few hundred candidates.
+    std::stable_sort(starts.begin(), starts.end(), [&](const Start& a, const Start& b) {
+      return Better(a.evaluation, b.evaluation, context_.budget_bytes());
+    });
+    result.best = starts.front().evaluation;
+    result.start = starts.front().name;
+    for (const Start& start : starts) {
+      if (!context_.Fits(start.evaluation) || hit_time_limit_) break;
+      ASSIGN_OR_RETURN(std::optional<Evaluation> loaded, Load(start.evaluation.plan, decisions));
+      if (!loaded) continue;  // per-tensor decisions do not express it in the budget
+      evaluations_at_start_ = context_.evaluations();
+      ASSIGN_OR_RETURN(Evaluation refined, Refine(decisions, *std::move(loaded)));
+      if (Better(refined, result.best, context_.budget_bytes())) {
+        result.best = std::move(refined);
+        result.start = start.name;
+      }
     }
-    result.best = std::move(current);
+    result.hit_time_limit = hit_time_limit_;
     return result;
   }
 
-  // A second starting point: LMS's tuned swap plan. Where the link is fast
-  // and memory is not too tight, spilling by distance with a tuned lookahead
-  // can beat eviction at the peak; the refinement then works from whichever
-  // start is better, per tensor as always.
-  absl::StatusOr<Evaluation> StartFromSwapIfBetter(std::vector<Decision>& decisions,
-                                                   Evaluation current) {
-    SwapPolicy swap({.thresholds_tuned = options_.swap_start_thresholds});
-    ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
-    if (!context_.Fits(swapped.best) || !Better(swapped.best, current, context_.budget_bytes())) {
-      return current;
-    }
-    std::vector<Decision> from_swap(candidates_.size(), Decision::kKeep);
+  // Sets the decisions (and fetch steps) to a plan's, as far as per-tensor
+  // decisions express it, and evaluates them; nullopt if that does not fit.
+  absl::StatusOr<std::optional<Evaluation>> Load(const program::Plan& plan,
+                                                 std::vector<Decision>& decisions) {
+    for (size_t i = 0; i < candidates_.size(); ++i) Apply(i, Decision::kKeep, decisions);
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      const program::TensorPlan& tensor = swapped.best.plan.at(candidates_[i].value);
-      if (tensor.decision != Decision::kSpill) continue;
-      from_swap[i] = Decision::kSpill;
-      // Just in time, then this many steps earlier: swap's own fetch step.
-      const int fetch = tensor.fetch_step < 0 ? candidates_[i].first_backward : tensor.fetch_step;
-      fetch_advance_[i] = std::max(0, candidates_[i].first_backward - fetch);
+      Apply(i, plan.at(candidates_[i].value).decision, decisions);
     }
+    // Just in time, then this many steps earlier: the plan's own fetch step.
+    const std::vector<int> needed = NeededSteps(decisions);
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] != Decision::kKeep) Apply(i, Decision::kKeep, decisions);
+      const program::TensorPlan& tensor = plan.at(candidates_[i].value);
+      const int fetch = tensor.fetch_step < 0 ? needed[i] : tensor.fetch_step;
+      fetch_advance_[i] =
+          decisions[i] == Decision::kSpill ? std::max(0, needed[i] - fetch) : 0;
+      tried_rebuild_[i] = tried_keep_[i] = tried_spill_[i] = false;
+      tried_advance_[i] = 0;
     }
-    for (size_t i = 0; i < candidates_.size(); ++i) Apply(i, from_swap[i], decisions);
     lead_cap_s_ = -1;
-    ASSIGN_OR_RETURN(Evaluation start, Evaluate(decisions));
-    return start;
+    ASSIGN_OR_RETURN(Evaluation loaded, Evaluate(decisions));
+    if (!context_.Fits(loaded)) return std::nullopt;
+    return loaded;
   }
 
  private:
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  bool OutOfTime() const {
+  // The refinement's stopping rule besides convergence: the evaluation cap
+  // (part of the algorithm, the same on every machine) and the wall-clock
+  // safety net (which is not, and is recorded when it fires).
+  bool OutOfTime() {
     const int limit = context_.options().max_evaluations;
     if (limit > 0 && context_.evaluations() - evaluations_at_start_ >= limit) return true;
-    return Elapsed() > context_.options().time_limit_s;
+    if (Elapsed() > context_.options().time_limit_s) hit_time_limit_ = true;
+    return hit_time_limit_;
   }
 
   void Collect() {
@@ -165,6 +207,7 @@ class HybridPlanner {
     tried_rebuild_.assign(candidates_.size(), false);
     tried_keep_.assign(candidates_.size(), false);
     tried_spill_.assign(candidates_.size(), false);
+    tried_advance_.assign(candidates_.size(), 0);
     index_of_value_.assign(static_cast<size_t>(graph.num_values()), -1);
     for (size_t i = 0; i < candidates_.size(); ++i) {
       index_of_value_[static_cast<size_t>(candidates_[i].value)] = static_cast<int>(i);
@@ -237,6 +280,23 @@ class HybridPlanner {
     decisions[index] = decision;
   }
 
+  // The step by which each candidate must be back on the device: its first
+  // backward reader, or earlier the rebuild of a recomputed tensor that reads it.
+  std::vector<int> NeededSteps(const std::vector<Decision>& decisions) const {
+    std::vector<int> needed(candidates_.size());
+    for (size_t i = 0; i < candidates_.size(); ++i) needed[i] = candidates_[i].first_backward;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] != Decision::kRecompute) continue;
+      for (ir::ValueId read : candidates_[i].rebuild_reads) {
+        const int j = index_of_value_[static_cast<size_t>(read)];
+        if (j < 0) continue;
+        int& need = needed[static_cast<size_t>(j)];
+        need = std::min(need, candidates_[i].first_backward);
+      }
+    }
+    return needed;
+  }
+
   // The plan for a set of decisions, with every fetch issued as late as the
   // h2d queue allows on the ideal timeline: walking back from the last
   // deadline, each copy ends by its reader's start and before the next copy
@@ -246,22 +306,10 @@ class HybridPlanner {
   program::Plan MakePlan(const std::vector<Decision>& decisions,
                          const std::vector<int>& fetch_advance) const {
     program::Plan plan = context_.KeepAll("hybrid");
+    const std::vector<int> needed = NeededSteps(decisions);
     std::vector<size_t> spilled;
-    // A spilled tensor is needed back by its first backward reader, or
-    // earlier by the rebuild of a recomputed tensor that reads it.
-    std::vector<int> needed(candidates_.size());
-    for (size_t i = 0; i < candidates_.size(); ++i) needed[i] = candidates_[i].first_backward;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] != Decision::kRecompute) continue;
-      plan.Recompute(candidates_[i].value);
-      for (ir::ValueId read : candidates_[i].rebuild_reads) {
-        const int j = index_of_value_[static_cast<size_t>(read)];
-        if (j < 0) continue;
-        int& need = needed[static_cast<size_t>(j)];
-        need = std::min(need, candidates_[i].first_backward);
-      }
-    }
-    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] == Decision::kRecompute) plan.Recompute(candidates_[i].value);
       if (decisions[i] == Decision::kSpill) spilled.push_back(i);
     }
     std::sort(spilled.begin(), spilled.end(),
@@ -420,9 +468,11 @@ class HybridPlanner {
     const int old_advance = fetch_advance_[index];
     Apply(index, decision, decisions);
     fetch_advance_[index] = advance;
-    ASSIGN_OR_RETURN(Evaluation trial, Evaluate(decisions));
-    if (context_.Fits(trial) && trial.step_time_s() < current.step_time_s()) {
-      current = std::move(trial);
+    ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
+                     context_.EvaluateIfBetter(MakePlan(decisions, fetch_advance_),
+                                               current.step_time_s()));
+    if (faster) {
+      current = *std::move(faster);
       return true;
     }
     Apply(index, old_decision, decisions);
@@ -476,12 +526,18 @@ class HybridPlanner {
         if (OutOfTime()) break;
         if (decisions[index] != Decision::kSpill) continue;
         bool changed = false;
-        if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall) {
+        if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall &&
+            !tried_rebuild_[index]) {
+          tried_rebuild_[index] = true;
           ASSIGN_OR_RETURN(changed, TryChange(decisions, current, index, Decision::kRecompute, 0));
         }
-        if (!changed) {
-          ASSIGN_OR_RETURN(changed, TryChange(decisions, current, index, Decision::kSpill,
-                                              2 * fetch_advance_[index] + 2));
+        // Each lead is tried once per tensor: a move that did not help is not
+        // tried again after other moves (the search ends).
+        const int advance = 2 * fetch_advance_[index] + 2;
+        if (!changed && tried_advance_[index] < advance) {
+          tried_advance_[index] = advance;
+          ASSIGN_OR_RETURN(changed,
+                           TryChange(decisions, current, index, Decision::kSpill, advance));
         }
         if (changed) {
           improved = true;
@@ -575,12 +631,14 @@ class HybridPlanner {
   std::vector<bool> tried_rebuild_;      // per candidate: refinement tried rebuilding it
   std::vector<bool> tried_keep_;         // per candidate: refinement tried keeping it
   std::vector<bool> tried_spill_;        // per candidate: refinement tried spilling it
+  std::vector<int> tried_advance_;       // per candidate: the largest fetch advance tried
   std::vector<int> fetch_advance_;       // extra steps of lead for a fetch that stalled
   double forward_s_ = 0;
   double backward_s_ = 0;
   double d2h_load_ = 0;
   double h2d_load_ = 0;
   double lead_cap_s_ = -1;  // < 0: every fetch just in time
+  bool hit_time_limit_ = false;
 };
 
 }  // namespace

@@ -51,7 +51,12 @@ std::vector<RecomputationUnit> Units(const PlanningContext& context, const progr
 
 absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
   SwapPolicy swap;
-  ASSIGN_OR_RETURN(PlanResult result, swap.Run(context));
+  ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context));
+  return RecomputeUnits(context, std::move(swapped));
+}
+
+absl::StatusOr<PlanResult> HybridSeedPolicy::RecomputeUnits(PlanningContext& context,
+                                                            PlanResult result) {
   if (!context.Fits(result.best)) return result;  // the paper starts from a swap plan that fits
   for (const RecomputationUnit& unit : Units(context, result.best.plan)) {
     program::Plan trial = result.best.plan;
@@ -66,10 +71,10 @@ absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
       trial.Recompute(member);
     }
     if (trial.decision(checkpoint) == program::Decision::kSpill) trial.Spill(checkpoint, fetch);
-    ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(std::move(trial)));
-    if (context.Fits(evaluation) && evaluation.step_time_s() < result.best.step_time_s()) {
-      result.best = std::move(evaluation);
-    }
+    // Kept when it fits and makes the step faster.
+    ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
+                     context.EvaluateIfBetter(std::move(trial), result.best.step_time_s()));
+    if (faster) result.best = *std::move(faster);
   }
   return result;
 }

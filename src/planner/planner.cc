@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <utility>
@@ -44,12 +45,49 @@ program::Plan PlanningContext::KeepAll(std::string policy) const {
 absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
   ++evaluations_;
+  ++laid_out_;
   ASSIGN_OR_RETURN(program::Program built,
                    program::BuildProgram(graph_, schedule_, plan, options_.budget_bytes));
   Evaluation evaluation{std::move(plan), std::move(built), {}};
   evaluation.simulation = simulator_.Run(evaluation.program);
   if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
   return evaluation;
+}
+
+absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateBounded(program::Plan plan,
+                                                                           double must_beat_s) {
+  auto accepted = [&](const Evaluation& evaluation) {
+    return Fits(evaluation) && evaluation.step_time_s() < must_beat_s;
+  };
+  if (!options_.use_bounds) {
+    ASSIGN_OR_RETURN(Evaluation evaluation, Evaluate(std::move(plan)));
+    if (accepted(evaluation)) return evaluation;
+    return std::nullopt;
+  }
+  RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
+  ++evaluations_;
+  ASSIGN_OR_RETURN(program::Program program, program::Rewrite(graph_, schedule_, plan));
+  if (program::LiveBytesPeak(program) > options_.budget_bytes) return std::nullopt;
+  if (must_beat_s < std::numeric_limits<double>::infinity() &&
+      simulator_.StepSeconds(program) >= must_beat_s) {
+    return std::nullopt;
+  }
+  ++laid_out_;
+  program::LayOutArena(program, options_.budget_bytes);
+  Evaluation evaluation{std::move(plan), std::move(program), {}};
+  evaluation.simulation = simulator_.Run(evaluation.program);
+  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
+  if (accepted(evaluation)) return evaluation;
+  return std::nullopt;
+}
+
+absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateIfBetter(program::Plan plan,
+                                                                            double must_beat_s) {
+  return EvaluateBounded(std::move(plan), must_beat_s);
+}
+
+absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateIfFits(program::Plan plan) {
+  return EvaluateBounded(std::move(plan), std::numeric_limits<double>::infinity());
 }
 
 bool Better(const Evaluation& a, const Evaluation& b, int64_t budget_bytes) {
@@ -96,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
 absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   const auto start = std::chrono::steady_clock::now();
   const int evaluations_before = context.evaluations();
+  const int laid_out_before = context.laid_out();
   context.StartRun();
   ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
   SPILLWAY_CHECK(context.smallest().has_value(), "a policy evaluates at least one plan");
@@ -108,6 +147,7 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   result.planning_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.evaluations = context.evaluations() - evaluations_before;
+  result.laid_out = context.laid_out() - laid_out_before;
   result.feasible = context.Fits(result.best);
   // A policy's output always goes through the verifier: a plan the simulator
   // accepted is a plan that can run.

@@ -31,11 +31,16 @@ namespace spillway::planner {
 
 struct PlannerOptions {
   int64_t budget_bytes = 0;
-  // The hybrid planner's refinement stops after this long, or after this many
-  // candidate Programs if that comes first (0: no such limit). A limit on
-  // Programs makes the plan the same on every machine; one on time does not.
-  double time_limit_s = 1.5;
+  // The hybrid planner refines its plan until no move improves it. These stop
+  // it earlier: a wall-clock safety net, which makes the plan depend on the
+  // machine and is meant never to be reached (the result says when it was),
+  // and a number of candidate plans per refinement (0: none), which is part
+  // of the algorithm and so gives the same plan on every machine.
+  double time_limit_s = 300;
   int max_evaluations = 0;
+  // Reject candidates by cheap bounds before laying out their arena (see
+  // EvaluateIfBetter). Off only to check that the bounds change no decision.
+  bool use_bounds = true;
 };
 
 // A Plan with its Program and the simulator's verdict on it.
@@ -59,7 +64,13 @@ struct PlanResult {
   // at least (RunPolicy fills it in).
   int64_t smallest_arena_bytes = 0;
   double planning_s = 0;
-  int evaluations = 0;  // candidate Programs built and simulated
+  int evaluations = 0;  // candidate plans considered (rewritten, then bounded or simulated)
+  int laid_out = 0;     // of those, the ones whose arena was laid out and step simulated
+  // hybrid: which starting plan the result was refined from ("evict", "swap",
+  // "recompute", "hybrid-seed"), and whether the wall-clock safety net
+  // stopped the refinement before it converged.
+  std::string start;
+  bool hit_time_limit = false;
 };
 
 // Everything a policy needs, and the one way to try a plan.
@@ -101,7 +112,23 @@ class PlanningContext {
   // Applies the pins, builds the Program and simulates it. Counts evaluations
   // and remembers the one with the smallest arena since StartRun.
   absl::StatusOr<Evaluation> Evaluate(program::Plan plan);
+
+  // The same, for a search that only accepts a plan that fits the budget and
+  // whose step is faster than `must_beat_s`: nullopt when the plan cannot be
+  // such a plan. Two bounds decide most candidates from the rewritten
+  // instructions alone, before the arena is laid out: the bytes live at once
+  // in program order (no layout needs fewer), and the step simulated without
+  // the waits that reusing arena bytes adds (no layout makes it shorter). Both
+  // are exact bounds, so a search takes the same path with or without them.
+  absl::StatusOr<std::optional<Evaluation>> EvaluateIfBetter(program::Plan plan,
+                                                             double must_beat_s);
+
+  // For a search that needs to know only whether a plan fits: nullopt when it
+  // does not (by the live-bytes bound when that suffices).
+  absl::StatusOr<std::optional<Evaluation>> EvaluateIfFits(program::Plan plan);
+
   int evaluations() const { return evaluations_; }
+  int laid_out() const { return laid_out_; }
   void StartRun() { smallest_.reset(); }
   const std::optional<Evaluation>& smallest() const { return smallest_; }
 
@@ -119,7 +146,11 @@ class PlanningContext {
   std::vector<autodiff::SavedTensor> saved_;
   program::ScheduleReads reads_;
   std::vector<double> ideal_start_s_;  // one per step, and the end
+  absl::StatusOr<std::optional<Evaluation>> EvaluateBounded(program::Plan plan,
+                                                            double must_beat_s);
+
   int evaluations_ = 0;
+  int laid_out_ = 0;
   std::optional<Evaluation> smallest_;
 };
 

@@ -51,7 +51,7 @@ analysis::HardwareProfile V100() {
 // budget, bundled so that a test can make a PlanningContext in one line.
 struct Planning {
   explicit Planning(const ir::Graph& graph, int64_t budget_bytes,
-                    PlannerOptions options = {.time_limit_s = 0.2})
+                    PlannerOptions options = {})
       : profile(V100()),
         cost_model(profile),
         context(graph, cost_model, profile, WithBudget(options, budget_bytes)) {}

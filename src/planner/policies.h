@@ -89,13 +89,14 @@ class HybridSeedPolicy final : public Policy {
  public:
   std::string_view name() const override { return "hybrid-seed"; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+
+  // Run's second half: the unit refinement of a swap policy's result (Run
+  // makes one with the default options; hybrid shares its own).
+  static absl::StatusOr<PlanResult> RecomputeUnits(PlanningContext& context, PlanResult swap);
 };
 
 // The options of HybridPolicy: the constants of its search, named, with their defaults.
 struct HybridOptions {
-  // The swap plan it may start from is tuned for this many thresholds: a
-  // start, not a result.
-  int swap_start_thresholds = 1;
   // The cap on how early fetches may be issued is searched by this many
   // bisection steps on a log scale, the first at this fraction of the
   // backward pass.
@@ -103,9 +104,11 @@ struct HybridOptions {
   double lead_cap_first_fraction = 1.0 / 16;
 };
 
-// Spillway's planner: per-tensor decisions by bytes saved per second of cost
-// that cannot be hidden, fetches as late as the copy queue allows, then the
-// simulator in the loop on what stalls the compute stream.
+// Spillway's planner: a portfolio of starting plans (its own eviction by bytes
+// saved per second of cost that cannot be hidden, and the plans of `swap`,
+// `hybrid-seed` and `recompute`), the best of them refined per tensor with
+// the simulator in the loop on what stalls the compute stream until no move
+// improves it. Never slower than any policy of the portfolio.
 class HybridPolicy final : public Policy {
  public:
   using Options = HybridOptions;

@@ -76,15 +76,23 @@ program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
 absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
   PlanResult result;
   std::optional<Evaluation> best;
-  auto consider = [&](Evaluation evaluation) {
+  // Until a plan fits, every candidate is evaluated in full (the smallest
+  // arena is the answer then); after, only one that fits and is faster can
+  // replace it, and the context's bounds reject the others cheaply.
+  auto consider = [&](program::Plan plan) -> absl::Status {
+    if (best && context.Fits(*best)) {
+      ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
+                       context.EvaluateIfBetter(std::move(plan), best->step_time_s()));
+      if (faster) best = *std::move(faster);
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(std::move(plan)));
     if (!best || Better(evaluation, *best, context.budget_bytes())) best = std::move(evaluation);
+    return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(Evaluation keep_all, context.Evaluate(context.KeepAll("recompute")));
-  const bool keep_all_fits = context.Fits(keep_all);
-  consider(std::move(keep_all));
-  if (!keep_all_fits) {
-    ASSIGN_OR_RETURN(Evaluation sqrt_plan, context.Evaluate(SqrtCheckpoints(context)));
-    consider(std::move(sqrt_plan));
+  RETURN_IF_ERROR(consider(context.KeepAll("recompute")));
+  if (!context.Fits(*best)) {
+    RETURN_IF_ERROR(consider(SqrtCheckpoints(context)));
     // Segment limits on a geometric grid from the smallest tensor's size to
     // all of them: memory is U-shaped in the limit (many checkpoints at one
     // end, one huge segment at the other), so it is scanned, not bisected.
@@ -102,16 +110,12 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
                                  1.0 / (points - 1));
       double limit = static_cast<double>(smallest_tensor);
       for (int i = 0; i < points; ++i, limit *= ratio) {
-        ASSIGN_OR_RETURN(Evaluation trial, context.Evaluate(SegmentCheckpoints(
-                                               context, static_cast<int64_t>(limit))));
-        consider(std::move(trial));
+        RETURN_IF_ERROR(consider(SegmentCheckpoints(context, static_cast<int64_t>(limit))));
         // The chain's optimum when the chain model's peak (checkpoints and
         // the largest segment) may be a multiple of that limit.
         if (options_.chain_every <= 0 || i % options_.chain_every != 0) continue;
         const auto chain_limit = static_cast<int64_t>(options_.chain_peak_factor * limit);
-        ASSIGN_OR_RETURN(Evaluation chain,
-                         context.Evaluate(ChainCheckpoints(context, chain_limit, options_)));
-        consider(std::move(chain));
+        RETURN_IF_ERROR(consider(ChainCheckpoints(context, chain_limit, options_)));
       }
     }
   }

@@ -99,6 +99,10 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
   auto evaluate = [&](int threshold, int ahead) {
     return context.Evaluate(PlanFrom(context, setup, threshold, ahead));
   };
+  // The searches below only ask whether a setting fits.
+  auto evaluate_if_fits = [&](int threshold, int ahead) {
+    return context.EvaluateIfFits(PlanFrom(context, setup, threshold, ahead));
+  };
   PlanResult result;
   // Nothing spilled: if that fits there is nothing to tune.
   ASSIGN_OR_RETURN(Evaluation keep_all, evaluate(setup.max_distance, 0));
@@ -118,8 +122,8 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
   int high = setup.max_distance;  // does not fit
   while (high - low > 1) {
     const int middle = low + (high - low) / 2;
-    ASSIGN_OR_RETURN(Evaluation trial, evaluate(middle, 0));
-    if (context.Fits(trial)) {
+    ASSIGN_OR_RETURN(std::optional<Evaluation> trial, evaluate_if_fits(middle, 0));
+    if (trial) {
       low = middle;
     } else {
       high = middle;
@@ -132,19 +136,19 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
        --threshold) {
     int fits = 0;
     int fails = setup.max_level + 1;
-    ASSIGN_OR_RETURN(Evaluation fitting, evaluate(threshold, fits));
-    if (!context.Fits(fitting)) continue;
+    ASSIGN_OR_RETURN(std::optional<Evaluation> fitting, evaluate_if_fits(threshold, fits));
+    if (!fitting) continue;
     while (fails - fits > 1) {
       const int middle = fits + (fails - fits) / 2;
-      ASSIGN_OR_RETURN(Evaluation trial, evaluate(threshold, middle));
-      if (context.Fits(trial)) {
+      ASSIGN_OR_RETURN(std::optional<Evaluation> trial, evaluate_if_fits(threshold, middle));
+      if (trial) {
         fits = middle;
         fitting = std::move(trial);
       } else {
         fails = middle;
       }
     }
-    if (!best || Better(fitting, *best, context.budget_bytes())) best = std::move(fitting);
+    if (!best || Better(*fitting, *best, context.budget_bytes())) best = std::move(fitting);
   }
   SPILLWAY_CHECK(best.has_value(), "the threshold found by the search fits");
   result.best = *std::move(best);

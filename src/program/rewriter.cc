@@ -514,6 +514,11 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
                                      const std::vector<ir::NodeId>& schedule, const Plan& plan,
                                      int64_t enough_bytes) {
   ASSIGN_OR_RETURN(Program program, Rewrite(graph, schedule, plan));
+  LayOutArena(program, enough_bytes);
+  return program;
+}
+
+void LayOutArena(Program& program, int64_t enough_bytes) {
   // Online best fit does well when lifetimes nest; largest-first when a few
   // huge tensors come and go among many small ones. Both are cheap next to a
   // simulation: keep the smaller arena.
@@ -525,7 +530,23 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
     if (global.arena_bytes < layout.arena_bytes) layout = std::move(global);
   }
   ApplyLayout(program, layout);
-  return program;
+}
+
+int64_t LiveBytesPeak(const Program& program) {
+  int64_t live = 0;
+  int64_t peak = 0;
+  for (const Instruction& instruction : program.instructions) {
+    if (instruction.kind == InstructionKind::kAlloc) {
+      const Buffer& buffer = program.buffer(instruction.buffer);
+      if (buffer.memory != Memory::kDevice) continue;
+      live += buffer.bytes;
+      peak = std::max(peak, live);
+    } else if (instruction.kind == InstructionKind::kFree) {
+      const Buffer& buffer = program.buffer(instruction.buffer);
+      if (buffer.memory == Memory::kDevice) live -= buffer.bytes;
+    }
+  }
+  return peak;
 }
 
 }  // namespace spillway::program

@@ -57,6 +57,13 @@ void ApplyLayout(Program& program, const HeapLayout& layout);
 // Rewrite, then the smaller of the BestFitHeap and DecreasingSizeBestFitHeap
 // layouts. When the best-fit arena is at most `enough_bytes`, the second
 // layout is skipped (a planner that only needs the plan to fit saves time).
+// BuildProgram's second half: lays out a rewritten Program's arena.
+void LayOutArena(Program& program, int64_t enough_bytes = 0);
+
+// The most device bytes allocated at once, in program order: no layout's
+// arena is smaller.
+int64_t LiveBytesPeak(const Program& program);
+
 absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
                                      const std::vector<ir::NodeId>& schedule, const Plan& plan,
                                      int64_t enough_bytes = 0);

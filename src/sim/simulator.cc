@@ -21,11 +21,23 @@ Simulator::Simulator(const ir::Graph& graph, const analysis::CostModel& cost_mod
   for (const ir::Node& node : graph.nodes()) node_flops_.push_back(ir::NodeCost(graph, node).flops);
 }
 
+double Simulator::StepSeconds(const program::Program& program) const {
+  SimulationResult result;
+  Simulate(program, /*step_only=*/true, result);
+  return result.step_time_s;
+}
+
 SimulationResult Simulator::Run(const program::Program& program) const {
+  SimulationResult result;
+  Simulate(program, /*step_only=*/false, result);
+  return result;
+}
+
+void Simulator::Simulate(const program::Program& program, bool step_only,
+                         SimulationResult& result) const {
   SPILLWAY_CHECK(program.graph == &graph_, "a simulator times programs of its own graph");
   const std::vector<Instruction>& instructions = program.instructions;
-  SimulationResult result;
-  result.timings.resize(instructions.size());
+  if (!step_only) result.timings.resize(instructions.size());
   std::vector<double> event_time(static_cast<size_t>(program.num_events), 0.0);
   std::array<double, program::kNumStreams> stream_ready{};
   // With one copy engine both directions queue on it.
@@ -37,7 +49,7 @@ SimulationResult Simulator::Run(const program::Program& program) const {
     int64_t delta;
   };
   std::vector<Change> changes;
-  changes.reserve(instructions.size());
+  if (!step_only) changes.reserve(instructions.size());
 
   for (size_t i = 0; i < instructions.size(); ++i) {
     const Instruction& instruction = instructions[i];
@@ -54,10 +66,10 @@ SimulationResult Simulator::Run(const program::Program& program) const {
     double duration = 0;
     switch (instruction.kind) {
       case InstructionKind::kAlloc:
-        changes.push_back({start, program.buffer(instruction.buffer).bytes});
+        if (!step_only) changes.push_back({start, program.buffer(instruction.buffer).bytes});
         break;
       case InstructionKind::kFree:
-        changes.push_back({start, -program.buffer(instruction.buffer).bytes});
+        if (!step_only) changes.push_back({start, -program.buffer(instruction.buffer).bytes});
         break;
       case InstructionKind::kCompute:
         duration = node_seconds(instruction.node);
@@ -81,7 +93,7 @@ SimulationResult Simulator::Run(const program::Program& program) const {
       }
     }
     const double end = start + duration;
-    result.timings[i] = {start, end};
+    if (!step_only) result.timings[i] = {start, end};
     if (instruction.record != program::kNoEvent)
       event_time[static_cast<size_t>(instruction.record)] = end;
     // A free takes effect when its events allow but holds up nothing after it.
@@ -94,6 +106,7 @@ SimulationResult Simulator::Run(const program::Program& program) const {
     if (is_copy && shared_engine) engine_ready = end;
     result.step_time_s = std::max(result.step_time_s, end);
   }
+  if (step_only) return;
 
   // Frees before allocs at the same instant: a buffer handed over without a
   // gap does not count twice.
@@ -114,7 +127,6 @@ SimulationResult Simulator::Run(const program::Program& program) const {
       result.peak_time_s = change.time_s;
     }
   }
-  return result;
 }
 
 }  // namespace spillway::sim

@@ -59,6 +59,9 @@ class Simulator {
             SimulatorOptions options = {});
 
   SimulationResult Run(const program::Program& program) const;
+  // Run's step time alone, without recording timings or memory: for a planner
+  // that only compares step times (it is the same number Run gives).
+  double StepSeconds(const program::Program& program) const;
 
   double node_seconds(ir::NodeId node) const { return node_seconds_[static_cast<size_t>(node)]; }
   double copy_seconds(int64_t bytes, analysis::CopyDirection direction) const {
@@ -66,6 +69,10 @@ class Simulator {
   }
 
  private:
+  // Times every instruction; records timings and memory changes into
+  // `result` unless `step_only`.
+  void Simulate(const program::Program& program, bool step_only, SimulationResult& result) const;
+
   const ir::Graph& graph_;
   const analysis::CostModel& cost_model_;
   SimulatorOptions options_;

@@ -33,8 +33,8 @@ struct TrainerOptions {
   std::string policy = "hybrid";
   int64_t budget_bytes = 0;
   analysis::HardwareProfile hardware;  // what the planner costs the step with
-  double plan_time_limit_s = 1.5;
-  int plan_max_evaluations = 0;
+  double plan_time_limit_s = planner::PlannerOptions{}.time_limit_s;
+  int plan_max_evaluations = planner::PlannerOptions{}.max_evaluations;
   // Source and seed of the data; the seed also initializes the parameters
   // that `initial_values` does not name. It should be the seed the forward
   // graph's dropout nodes were built with.
