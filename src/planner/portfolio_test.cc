@@ -1,0 +1,139 @@
+// The hybrid planner's guarantees, as properties over a sweep rather than
+// hand-picked cases: on a small model of every built-in family, on every
+// hardware preset and at six budgets from the smallest arena any policy
+// reaches up to the arena of `none`,
+//   - `hybrid` fits whenever `swap`, `recompute` or `hybrid-seed` fits, and is
+//     never slower than any of them;
+//   - `hybrid`'s step time never grows when the budget does.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "analysis/cost_model.h"
+#include "analysis/hardware.h"
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "planner/planner.h"
+#include "planner/policies.h"
+#include "program/program.h"
+#include "program/test_graphs.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+struct Workload {
+  std::string model;
+  int64_t image = 0;
+};
+
+PlanResult Plan(std::string_view policy_name, const ir::Graph& graph,
+                const analysis::HardwareProfile& profile, int64_t budget_bytes) {
+  const analysis::RooflineCostModel cost_model(profile);
+  PlanningContext context(graph, cost_model, profile, {.budget_bytes = budget_bytes});
+  absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(policy_name);
+  SPILLWAY_CHECK(policy.ok(), "every listed policy can be made");
+  absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
+  EXPECT_TRUE(result.ok()) << policy_name << ": " << StatusMessage(result.status());
+  if (!result.ok()) return PlanResult{};
+  return *std::move(result);
+}
+
+class Portfolio : public ::testing::TestWithParam<Workload> {};
+
+TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
+  const autodiff::TrainingGraph training =
+      program::testing::TrainingModel(GetParam().model, GetParam().image);
+  for (const analysis::HardwareProfile& hardware : analysis::HardwarePresets()) {
+    const std::string& preset = hardware.name;
+    const analysis::HardwareProfile* profile = &hardware;
+    const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
+    // The smallest arena any policy reaches: each reports it when nothing fits.
+    int64_t floor = none_arena;
+    for (std::string_view name : {"swap", "recompute", "hybrid-seed", "hybrid"}) {
+      floor = std::min(floor, Plan(name, training.graph, *profile, 1).smallest_arena_bytes);
+    }
+    ASSERT_LT(floor, none_arena) << preset << ": nothing can be spilled or recomputed";
+    double previous_step = 0;  // hybrid's, at the previous (smaller) budget
+    bool previous_feasible = false;
+    for (int k = 0; k < 6; ++k) {
+      const int64_t budget = floor + (none_arena - floor) * k / 5;
+      SCOPED_TRACE(fmt::format("{} on {} at {} bytes ({}/5 of the way from {} to {})",
+                               GetParam().model, preset, budget, k, floor, none_arena));
+      const PlanResult hybrid = Plan("hybrid", training.graph, *profile, budget);
+      for (std::string_view name : {"swap", "recompute", "hybrid-seed"}) {
+        const PlanResult baseline = Plan(name, training.graph, *profile, budget);
+        if (!baseline.feasible) continue;
+        EXPECT_TRUE(hybrid.feasible) << name << " fits and hybrid does not";
+        if (!hybrid.feasible) continue;
+        EXPECT_LE(hybrid.best.step_time_s(), baseline.best.step_time_s())
+            << name << " is faster (hybrid refined from " << hybrid.start << ")";
+      }
+      if (previous_feasible) {
+        EXPECT_TRUE(hybrid.feasible) << "hybrid fitted a smaller budget";
+        EXPECT_LE(hybrid.best.step_time_s(), previous_step)
+            << "hybrid is slower than at the previous, smaller budget";
+      }
+      previous_feasible = hybrid.feasible;
+      previous_step = hybrid.best.step_time_s();
+    }
+  }
+}
+
+// The roofline, slowed down: every copy it times (the simulator asks for each
+// copy of each candidate) first sleeps, as on a loaded or slower machine.
+class SlowCostModel final : public analysis::CostModel {
+ public:
+  explicit SlowCostModel(const analysis::HardwareProfile& profile) : roofline_(profile) {}
+  double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const override {
+    return roofline_.NodeSeconds(graph, node);
+  }
+  double CopySeconds(int64_t bytes, analysis::CopyDirection direction) const override {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return roofline_.CopySeconds(bytes, direction);
+  }
+
+ private:
+  analysis::RooflineCostModel roofline_;
+};
+
+TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
+  // ResNet-50 at 256x256 on a PCIe part, a third of the way from the smallest
+  // arena it can reach to the one it needs unplanned: every start is refined
+  // for many candidates. The same planning with every copy timing slowed
+  // down gives the same Program.
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet50", 256);
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("h100-80g-pcie5");
+  ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
+  const int64_t floor = Plan("hybrid", training.graph, *profile, 1).smallest_arena_bytes;
+  const int64_t budget = floor + (none_arena - floor) / 3;
+  const PlanResult fast = Plan("hybrid", training.graph, *profile, budget);
+  ASSERT_TRUE(fast.feasible);
+  EXPECT_FALSE(fast.hit_time_limit);
+
+  const SlowCostModel slow_model(*profile);
+  PlanningContext context(training.graph, slow_model, *profile, {.budget_bytes = budget});
+  HybridPolicy hybrid;
+  absl::StatusOr<PlanResult> slow = RunPolicy(hybrid, context);
+  ASSERT_TRUE(slow.ok()) << StatusMessage(slow.status());
+  EXPECT_GT(slow->planning_s, 1.5 * fast.planning_s) << "the slowdown did not slow planning";
+  EXPECT_EQ(slow->evaluations, fast.evaluations);
+  EXPECT_EQ(slow->start, fast.start);
+  EXPECT_EQ(program::ProgramToText(slow->best.program), program::ProgramToText(fast.best.program));
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallModels, Portfolio,
+                         ::testing::Values(Workload{"resnet18", 32}, Workload{"resnet50", 32},
+                                           Workload{"vgg16", 224}, Workload{"deeplabv3plus", 32},
+                                           Workload{"unet", 32}, Workload{"gpt2", 32}),
+                         [](const ::testing::TestParamInfo<Workload>& workload) {
+                           return workload.param.model;
+                         });
+
+}  // namespace
+}  // namespace spillway::planner
