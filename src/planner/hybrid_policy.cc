@@ -457,7 +457,8 @@ class HybridPlanner {
     return stalls;
   }
 
-  // Tries a change; keeps it if the plan still fits and the step is faster.
+  // Tries a change; keeps it if the plan still fits and the step is faster by
+  // at least the options' minimum gain.
   absl::StatusOr<bool> TryChange(std::vector<Decision>& decisions, Evaluation& current,
                                  size_t index, Decision decision, int advance) {
     if (decision == Decision::kRecompute && decisions[index] != Decision::kRecompute &&
@@ -470,7 +471,7 @@ class HybridPlanner {
     fetch_advance_[index] = advance;
     ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
                      context_.EvaluateIfBetter(MakePlan(decisions, fetch_advance_),
-                                               current.step_time_s()));
+                                               current.step_time_s() * (1 - options_.min_gain)));
     if (faster) {
       current = *std::move(faster);
       return true;

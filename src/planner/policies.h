@@ -102,6 +102,10 @@ struct HybridOptions {
   // backward pass.
   int lead_cap_bisections = 8;
   double lead_cap_first_fraction = 1.0 / 16;
+  // A refinement move is kept only if it makes the step at least this
+  // fraction faster: moves that shave microseconds off a second-long step
+  // each cost a full evaluation and together make no difference.
+  double min_gain = 1e-4;
 };
 
 // Spillway's planner: a portfolio of starting plans (its own eviction by bytes
