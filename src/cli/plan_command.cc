@@ -2,10 +2,13 @@
 // side, on one workload, hardware profile and budget.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "analysis/cost_model.h"
 #include "analysis/hardware.h"
@@ -60,12 +63,52 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
 
+// One line on stderr, redrawn in place while policies plan, when someone is
+// watching (stderr is a terminal); nothing otherwise.
+class PlanningProgress {
+ public:
+  PlanningProgress() : shown_(isatty(fileno(stderr)) != 0) {}
+  ~PlanningProgress() { Clear(); }
+  PlanningProgress(const PlanningProgress&) = delete;
+  PlanningProgress& operator=(const PlanningProgress&) = delete;
+
+  // The policy now planning, and where the context's count stood then.
+  void Begin(std::string label, int evaluations) {
+    label_ = std::move(label);
+    evaluations_at_begin_ = evaluations;
+    begin_ = std::chrono::steady_clock::now();
+    Draw(evaluations, /*force=*/true);
+  }
+  // A PlannerOptions::progress callback: redraws at most five times a second.
+  void Draw(int evaluations, bool force = false) {
+    if (!shown_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - drawn_ < std::chrono::milliseconds(200)) return;
+    drawn_ = now;
+    const double seconds = std::chrono::duration<double>(now - begin_).count();
+    fmt::print(stderr, "\r\033[Kplanning {}: {} candidate plans, {:.1f} s", label_,
+               evaluations - evaluations_at_begin_, seconds);
+    std::fflush(stderr);
+  }
+  void Clear() {
+    if (shown_) fmt::print(stderr, "\r\033[K");
+  }
+
+ private:
+  bool shown_;
+  std::string label_;
+  int evaluations_at_begin_ = 0;
+  std::chrono::steady_clock::time_point begin_;
+  std::chrono::steady_clock::time_point drawn_;
+};
+
 // The workload, costed and ready to plan.
 struct PlanningWorkload {
   autodiff::TrainingGraph training;
   analysis::HardwareProfile profile;
   std::unique_ptr<analysis::CostModel> cost_model;
   int64_t budget_bytes = 0;
+  PlanningProgress progress;
   std::unique_ptr<planner::PlanningContext> context;
 };
 
@@ -89,15 +132,22 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
   options.budget_bytes = workload->budget_bytes;
   options.time_limit_s = flags.limits.time_limit_s;
   options.max_evaluations = flags.limits.max_evaluations;
+  options.progress = [progress = &workload->progress](int evaluations) {
+    progress->Draw(evaluations);
+  };
   workload->context = std::make_unique<planner::PlanningContext>(
       workload->training.graph, *workload->cost_model, workload->profile, options);
   return workload;
 }
 
-absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name,
-                                             planner::PlanningContext& context) {
+absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name, PlanningWorkload& workload,
+                                             std::string label = "") {
   ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(name));
-  return planner::RunPolicy(*policy, context);
+  workload.progress.Begin(label.empty() ? std::string(name) : std::move(label),
+                          workload.context->evaluations());
+  absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(*policy, *workload.context);
+  workload.progress.Clear();
+  return result;
 }
 
 std::string Header(const PlanFlags& flags, const PlanningWorkload& workload) {
@@ -210,8 +260,8 @@ CommandRunner AddPlanCommand(CLI::App& app) {
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
-    ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload->context));
-    ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(flags->policy, *workload->context));
+    ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload));
+    ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(flags->policy, *workload));
     const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
     if (!flags->trace_path.empty()) {
       RETURN_IF_ERROR(
@@ -244,19 +294,13 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     if (!command->parsed()) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     std::vector<planner::PlanResult> results;
-    // Planning all five takes seconds on large graphs: say what is running
-    // when someone is watching (stderr on a terminal), and nothing otherwise.
-    const bool show_progress = isatty(fileno(stderr)) != 0;
     const std::vector<std::string> names = planner::PolicyNames();
     for (size_t i = 0; i < names.size(); ++i) {
-      if (show_progress) {
-        fmt::print(stderr, "\rplanning {} ({}/{})...{:10}", names[i], i + 1, names.size(), "");
-        std::fflush(stderr);
-      }
-      ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(names[i], *workload->context));
+      ASSIGN_OR_RETURN(
+          planner::PlanResult result,
+          RunNamed(names[i], *workload, fmt::format("{} ({}/{})", names[i], i + 1, names.size())));
       results.push_back(std::move(result));
     }
-    if (show_progress) fmt::print(stderr, "\r{:40}\r", "");
     const planner::PlanResult& none = results[0];
     const planner::PlanResult& swap = results[1];
     if (flags->json) {

@@ -42,9 +42,14 @@ program::Plan PlanningContext::KeepAll(std::string policy) const {
   return plan;
 }
 
+void PlanningContext::Count() {
+  ++evaluations_;
+  if (options_.progress) options_.progress(evaluations_);
+}
+
 absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
-  ++evaluations_;
+  Count();
   ++laid_out_;
   ASSIGN_OR_RETURN(program::Program built,
                    program::BuildProgram(graph_, schedule_, plan, options_.budget_bytes));
@@ -65,7 +70,7 @@ absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateBounded(progr
     return std::nullopt;
   }
   RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
-  ++evaluations_;
+  Count();
   ASSIGN_OR_RETURN(program::Program program, program::Rewrite(graph_, schedule_, plan));
   if (program::LiveBytesPeak(program) > options_.budget_bytes) return std::nullopt;
   if (must_beat_s < std::numeric_limits<double>::infinity() &&

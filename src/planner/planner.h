@@ -41,6 +41,9 @@ struct PlannerOptions {
   // Reject candidates by cheap bounds before laying out their arena (see
   // EvaluateIfBetter). Off only to check that the bounds change no decision.
   bool use_bounds = true;
+  // Called after every candidate plan with the number considered so far in
+  // this context (a command shows it on a terminal during long planning).
+  std::function<void(int evaluations)> progress;
 };
 
 // A Plan with its Program and the simulator's verdict on it.
@@ -148,6 +151,7 @@ class PlanningContext {
   std::vector<double> ideal_start_s_;  // one per step, and the end
   absl::StatusOr<std::optional<Evaluation>> EvaluateBounded(program::Plan plan,
                                                             double must_beat_s);
+  void Count();  // one more candidate plan
 
   int evaluations_ = 0;
   int laid_out_ = 0;
