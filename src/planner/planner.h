@@ -43,7 +43,7 @@ struct PlannerOptions {
   bool use_bounds = true;
   // Called after every candidate plan with the number considered so far in
   // this context (a command shows it on a terminal during long planning).
-  std::function<void(int evaluations)> progress;
+  std::function<void(int evaluations)> progress = nullptr;
 };
 
 // A Plan with its Program and the simulator's verdict on it.
