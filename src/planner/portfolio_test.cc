@@ -127,6 +127,43 @@ TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
   EXPECT_EQ(program::ProgramToText(slow->best.program), program::ProgramToText(fast.best.program));
 }
 
+TEST(Portfolio, TheBoundsChangeNoDecision) {
+  // The live-bytes and step-time bounds only skip laying out candidates that
+  // the search would reject anyway: with and without them, every policy makes
+  // the same Program, and with them fewer candidates are laid out.
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet18", 128);
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("a100-40g-pcie4");
+  ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+  const analysis::RooflineCostModel cost_model(*profile);
+  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
+  const int64_t floor = Plan("hybrid", training.graph, *profile, 1).smallest_arena_bytes;
+  int laid_out_with = 0;
+  int laid_out_without = 0;
+  for (const int64_t budget : {floor + (none_arena - floor) / 4, floor + (none_arena - floor) / 2}) {
+    for (const std::string& name : PolicyNames()) {
+      SCOPED_TRACE(fmt::format("{} at {} bytes", name, budget));
+      std::vector<PlanResult> results;
+      for (const bool use_bounds : {true, false}) {
+        PlanningContext context(training.graph, cost_model, *profile,
+                                {.budget_bytes = budget, .use_bounds = use_bounds});
+        absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
+        ASSERT_TRUE(policy.ok());
+        absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
+        ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
+        results.push_back(*std::move(result));
+      }
+      EXPECT_EQ(results[0].evaluations, results[1].evaluations);
+      EXPECT_EQ(results[1].laid_out, results[1].evaluations);
+      EXPECT_EQ(program::ProgramToText(results[0].best.program),
+                program::ProgramToText(results[1].best.program));
+      laid_out_with += results[0].laid_out;
+      laid_out_without += results[1].laid_out;
+    }
+  }
+  EXPECT_LT(laid_out_with, laid_out_without) << "the bounds rejected nothing";
+}
+
 INSTANTIATE_TEST_SUITE_P(SmallModels, Portfolio,
                          ::testing::Values(Workload{"resnet18", 32}, Workload{"resnet50", 32},
                                            Workload{"vgg16", 224}, Workload{"deeplabv3plus", 32},
