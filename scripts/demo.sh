@@ -27,5 +27,4 @@ echo "== spillway plan ${train_workload[*]} --hardware cpu --policy none"
 "$bin" plan "${train_workload[@]}" --hardware cpu --policy none
 echo
 echo "== spillway train ${train_workload[*]} --budget 7MiB --policy hybrid --steps 30"
-"$bin" train "${train_workload[@]}" --budget 7MiB --policy hybrid --steps 30 --log-every 5 \
-  --max-evaluations 200
+"$bin" train "${train_workload[@]}" --budget 7MiB --policy hybrid --steps 30 --log-every 5
