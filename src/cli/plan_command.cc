@@ -132,6 +132,7 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
   options.budget_bytes = workload->budget_bytes;
   options.time_limit_s = flags.limits.time_limit_s;
   options.max_evaluations = flags.limits.max_evaluations;
+  options.max_refine_passes = flags.limits.max_refine_passes;
   options.progress = [progress = &workload->progress](int evaluations) {
     progress->Draw(evaluations);
   };

@@ -124,6 +124,7 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainFlags& flags
   ASSIGN_OR_RETURN(options.budget_bytes, planner::ParseBudget(flags.budget, options.hardware));
   options.plan_time_limit_s = flags.limits.time_limit_s;
   options.plan_max_evaluations = flags.limits.max_evaluations;
+  options.plan_max_refine_passes = flags.limits.max_refine_passes;
   options.data.source = flags.data;
   // One seed for dropout (the model's), initialization and data.
   options.data.seed = static_cast<uint64_t>(flags.workload.options.seed);

@@ -116,6 +116,13 @@ void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
                   "machine")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  command
+      .add_option("--refine-passes", flags.max_refine_passes,
+                  "Passes of the hybrid planner's refinement moves, each pass trying every move "
+                  "once, until a pass improves nothing (0: no limit, full convergence; slower on "
+                  "large graphs)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 std::string DescribeWorkload(const WorkloadFlags& flags) {

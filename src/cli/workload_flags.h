@@ -36,11 +36,12 @@ struct WorkloadFlags {
 // --height, --width, --classes and the model-specific options to `command`.
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);
 
-// --time-limit and --max-evaluations: what may stop the hybrid planner's
+// --time-limit, --max-evaluations and --refine-passes: what may stop the hybrid planner's
 // refinement before it converges (`plan`, `compare` and `train` take them).
 struct PlannerLimitFlags {
   double time_limit_s = planner::PlannerOptions{}.time_limit_s;
   int max_evaluations = planner::PlannerOptions{}.max_evaluations;
+  int max_refine_passes = planner::PlannerOptions{}.max_refine_passes;
 };
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
 

@@ -516,8 +516,24 @@ class HybridPlanner {
     return best;
   }
 
+  // Passes of the moves below, each move tried at most once per tensor in a
+  // pass, until a pass improves nothing or the pass limit is reached.
   absl::StatusOr<Evaluation> Refine(std::vector<Decision>& decisions, Evaluation current) {
     ASSIGN_OR_RETURN(current, SearchLeadCap(decisions, std::move(current)));
+    const int passes = context_.options().max_refine_passes;
+    for (int pass = 0; passes <= 0 || pass < passes; ++pass) {
+      const double before = current.step_time_s();
+      std::fill(tried_rebuild_.begin(), tried_rebuild_.end(), false);
+      std::fill(tried_keep_.begin(), tried_keep_.end(), false);
+      std::fill(tried_spill_.begin(), tried_spill_.end(), false);
+      std::fill(tried_advance_.begin(), tried_advance_.end(), 0);
+      ASSIGN_OR_RETURN(current, RefinePass(decisions, std::move(current)));
+      if (!(current.step_time_s() < before) || OutOfTime()) break;
+    }
+    return current;
+  }
+
+  absl::StatusOr<Evaluation> RefinePass(std::vector<Decision>& decisions, Evaluation current) {
     bool improved = true;
     while (improved && !OutOfTime()) {
       improved = false;

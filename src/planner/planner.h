@@ -38,6 +38,10 @@ struct PlannerOptions {
   // of the algorithm and so gives the same plan on every machine.
   double time_limit_s = 300;
   int max_evaluations = 0;
+  // Each refinement runs passes over its moves, every move tried at most once
+  // per tensor in a pass, until a pass improves nothing or this many passes
+  // have run (0: no limit, full convergence). Also part of the algorithm.
+  int max_refine_passes = 2;
   // Reject candidates by cheap bounds before laying out their arena (see
   // EvaluateIfBetter). Off only to check that the bounds change no decision.
   bool use_bounds = true;
