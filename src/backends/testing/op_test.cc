@@ -444,6 +444,9 @@ struct KernelInputs {
   std::vector<const ir::TensorType*> types;
   std::vector<const HostTensor*> contents;
   std::vector<bool> wanted;
+  // >= 0: output 0 is written over (the run's own copy of) this input, as the
+  // rewriter does with a dead input of an op that may overwrite its inputs.
+  int donated_input = -1;
 };
 
 // The node as a step runs it: every input from `values`, every output wanted.
@@ -479,6 +482,8 @@ absl::StatusOr<BackendRun> RunOnBackend(Backend& backend, const ir::Graph& graph
     const ir::TensorType& type = graph.value(node.outputs[k]).type;
     if (!given.wanted[k]) {
       outputs.push_back({&type, nullptr});
+    } else if (k == 0 && given.donated_input >= 0) {
+      outputs.push_back({&type, inputs[static_cast<size_t>(given.donated_input)].data});
     } else if (const int input = AliasedInput(node, k); input >= 0) {
       outputs.push_back({&type, inputs[static_cast<size_t>(input)].data});
     } else {
@@ -699,6 +704,30 @@ absl::Status CheckDeterministic(Backend& backend, const OpTestCase& test_case, u
                       "nondeterministic kernel, or one that leaves part of "
                       "its output unwritten)",
                       where, OutputName(graph, node, k))));
+    }
+
+    // An op that may overwrite its inputs (ir/op_registry.h) gets, in a
+    // step, its first output in the buffer of any dead input of the same
+    // type: it must compute the same bytes there.
+    if (ir::GetOpDef(node.op).may_overwrite_inputs) {
+      const ir::TensorType& type = graph.value(node.outputs[0]).type;
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (graph.value(node.inputs[i]).type != type) continue;
+        KernelInputs donated = full;
+        donated.donated_input = static_cast<int>(i);
+        absl::StatusOr<BackendRun> over = RunOnBackend(backend, graph, node, donated, kUnwritten);
+        RETURN_IF_ERROR(Annotate(over.status(), CaseName(test_case)));
+        // Every output: one computed after output 0 must not read the
+        // input that output 0 has overwritten.
+        for (size_t k = 0; k < node.outputs.size(); ++k) {
+          RETURN_IF_ERROR(Annotate(
+              CompareBitwise(graph.value(node.outputs[k]).type, first->outputs[k],
+                             over->outputs[k]),
+              fmt::format("{}, {}: with output 0 written over input {} it differs from a run "
+                          "into separate buffers",
+                          where, OutputName(graph, node, k), i)));
+        }
+      }
     }
 
     // A recomputation asks only for the value it rebuilds, and must get it

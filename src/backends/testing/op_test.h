@@ -77,8 +77,9 @@ absl::Status CheckGradient(const OpTestCase& test_case, uint64_t seed, const Gra
 // Runs the case's op and its backward nodes twice on `backend`, in different
 // buffers, and requires bitwise equal outputs (the determinism every backend
 // promises). Also runs what a recomputation asks for, and requires the first
-// run's bytes: each output of a multi-output node alone, and a training batch
-// norm from its saved statistics (backends/kernel.h).
+// run's bytes: each output of a multi-output node alone, a training batch
+// norm from its saved statistics (backends/kernel.h), and the first output of
+// an op that may overwrite its inputs written over each input of its type.
 absl::Status CheckDeterministic(Backend& backend, const OpTestCase& test_case, uint64_t seed = 1);
 
 // Ops the cases run: their own ops and the ops of their gradients.

@@ -304,6 +304,11 @@ void RegisterNormalizationOps(std::vector<OpDef>& defs) {
                   .output_names = {"", "dgamma", "dbeta"},
                   .differentiable = false,
                   .in_place = {},
+                  // dx over dy or x: a kernel reduces a channel's dy and x
+                  // (dgamma and dbeta) before it writes that channel's dx,
+                  // element by element. (Layer norm's kernels write dx
+                  // first and reduce dy after, so its backward may not.)
+                  .may_overwrite_inputs = true,
                   .validate = ValidateBatchNormBackward,
                   .infer = InferBatchNormBackward,
                   .cost = BatchNormBackwardCost});

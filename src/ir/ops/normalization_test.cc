@@ -44,6 +44,14 @@ std::vector<TensorType> BatchNormInputs() {
 
 // ---- batch_norm ----
 
+TEST(BatchNormTest, OnlyBatchNormBackwardMayWriteOverItsInputs) {
+  // Batch-norm backward's kernels reduce dy and x before they write dx;
+  // layer norm's write dx first, so the rewriter may not donate to it.
+  EXPECT_TRUE(GetOpDef(OpKind::kBatchNormBackward).may_overwrite_inputs);
+  EXPECT_FALSE(GetOpDef(OpKind::kLayerNormBackward).may_overwrite_inputs);
+  EXPECT_FALSE(GetOpDef(OpKind::kBatchNorm).may_overwrite_inputs);
+}
+
 TEST(BatchNormTest, TrainingHasFiveOutputs) {
   std::vector<TensorType> outputs = Infer(OpKind::kBatchNorm, {}, BatchNormInputs());
   // training defaults to true: y keeps x's NHWC type, and each statistic is one per channel.
