@@ -56,6 +56,9 @@ struct RecomputeOptions {
   // capped frontier instead of exactly.
   size_t exact_chain_length = 64;
   ChainOptions long_chain{.segment_candidates = 12, .max_frontier = 16};
+  // Plans that rebuild only cheap tensors (CheapCheckpoints with no segments)
+  // are tried for this many shares of them: 1/n, 2/n, ..., all.
+  int cheap_shares = 16;
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
@@ -71,6 +74,13 @@ class RecomputePolicy final : public Policy {
 
   static program::Plan SqrtCheckpoints(const PlanningContext& context);
   static program::Plan SegmentCheckpoints(const PlanningContext& context, int64_t segment_bytes);
+  // Finer: tensors of memory-bound ops (batch norm, activation, add,
+  // pooling) rebuilt from what they read — the `cheap_share` of them with the
+  // most bytes per second of rebuild — and the convolution and matrix-product
+  // tensors checkpointed among themselves by SegmentCheckpoints' greedy (a
+  // limit of 0 keeps them all).
+  static program::Plan CheapCheckpoints(const PlanningContext& context, int64_t segment_bytes,
+                                        double cheap_share);
   // The checkpoints that SolveChain (chain_checkpointing.h) finds optimal for
   // the saved tensors read as a chain, under `chain_limit_bytes` of the chain
   // model's peak.

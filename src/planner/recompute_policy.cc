@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "ir/op_registry.h"
 #include "planner/chain_checkpointing.h"
 #include "planner/policies.h"
 #include "support/status_macros.h"
@@ -41,6 +42,62 @@ program::Plan RecomputePolicy::SegmentCheckpoints(const PlanningContext& context
   int64_t running = 0;
   for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
     if (running + tensor->bytes > segment_bytes) {
+      running = 0;
+    } else {
+      running += tensor->bytes;
+      plan.Recompute(tensor->value);
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+// A tensor made by a memory-bound op (batch norm, activation, add, pooling,
+// layer norm, ...): rebuilding it costs a pass over memory, not a
+// convolution or matrix product.
+bool CheapToRebuild(const PlanningContext& context, const autodiff::SavedTensor& tensor) {
+  const ir::OpClass op_class = ir::GetOpDef(context.graph().node(tensor.producer).op).op_class;
+  return op_class != ir::OpClass::kConvolution && op_class != ir::OpClass::kMatMul;
+}
+
+}  // namespace
+
+program::Plan RecomputePolicy::CheapCheckpoints(const PlanningContext& context,
+                                                int64_t segment_bytes, double cheap_share) {
+  // The cheap tensors, most bytes per second of rebuild first: a rebuild
+  // runs the producer and any unsaved memory-bound input it needs again.
+  const ir::Graph& graph = context.graph();
+  std::vector<bool> saved(static_cast<size_t>(graph.num_values()), false);
+  for (const autodiff::SavedTensor& tensor : context.saved())
+    saved[static_cast<size_t>(tensor.value)] = true;
+  std::vector<std::pair<double, ir::ValueId>> cheap;
+  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+    if (!CheapToRebuild(context, *tensor)) continue;
+    double seconds = context.simulator().node_seconds(tensor->producer);
+    for (ir::ValueId input : graph.node(tensor->producer).inputs) {
+      const ir::Value& value = graph.value(input);
+      if (value.producer != ir::kNoNode && !saved[static_cast<size_t>(input)])
+        seconds += context.simulator().node_seconds(value.producer);
+    }
+    cheap.emplace_back(static_cast<double>(tensor->bytes) / std::max(seconds, 1e-12), tensor->value);
+  }
+  std::stable_sort(cheap.begin(), cheap.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  cheap.resize(static_cast<size_t>(std::llround(cheap_share * static_cast<double>(cheap.size()))));
+  std::vector<bool> rebuilt(static_cast<size_t>(graph.num_values()), false);
+  for (const auto& [ratio, value] : cheap) rebuilt[static_cast<size_t>(value)] = true;
+
+  // The rest: the segment greedy among the convolution and matrix-product
+  // tensors (a limit of 0 keeps them all); cheap tensors not rebuilt stay.
+  program::Plan plan = context.KeepAll("recompute");
+  int64_t running = 0;
+  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+    if (rebuilt[static_cast<size_t>(tensor->value)]) {
+      plan.Recompute(tensor->value);
+    } else if (CheapToRebuild(context, *tensor)) {
+      continue;
+    } else if (running + tensor->bytes > segment_bytes) {
       running = 0;
     } else {
       running += tensor->bytes;
@@ -93,6 +150,12 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
   RETURN_IF_ERROR(consider(context.KeepAll("recompute")));
   if (!context.Fits(*best)) {
     RETURN_IF_ERROR(consider(SqrtCheckpoints(context)));
+    // Cheap tensors alone, a growing share of them: the fine end of the
+    // trade-off, where a little memory costs a little time.
+    for (int k = 1; k <= options_.cheap_shares; ++k) {
+      RETURN_IF_ERROR(consider(
+          CheapCheckpoints(context, 0, static_cast<double>(k) / options_.cheap_shares)));
+    }
     // Segment limits on a geometric grid from the smallest tensor's size to
     // all of them: memory is U-shaped in the limit (many checkpoints at one
     // end, one huge segment at the other), so it is scanned, not bisected.
@@ -111,6 +174,7 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
       double limit = static_cast<double>(smallest_tensor);
       for (int i = 0; i < points; ++i, limit *= ratio) {
         RETURN_IF_ERROR(consider(SegmentCheckpoints(context, static_cast<int64_t>(limit))));
+        RETURN_IF_ERROR(consider(CheapCheckpoints(context, static_cast<int64_t>(limit), 1.0)));
         // The chain's optimum when the chain model's peak (checkpoints and
         // the largest segment) may be a multiple of that limit.
         if (options_.chain_every <= 0 || i % options_.chain_every != 0) continue;
