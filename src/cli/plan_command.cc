@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
   options.time_limit_s = flags.limits.time_limit_s;
   options.max_evaluations = flags.limits.max_evaluations;
   options.max_refine_passes = flags.limits.max_refine_passes;
+  options.threads = flags.limits.threads;
   options.progress = [progress = &workload->progress](int evaluations) {
     progress->Draw(evaluations);
   };

@@ -125,6 +125,7 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainFlags& flags
   options.plan_time_limit_s = flags.limits.time_limit_s;
   options.plan_max_evaluations = flags.limits.max_evaluations;
   options.plan_max_refine_passes = flags.limits.max_refine_passes;
+  options.plan_threads = flags.limits.threads;
   options.data.source = flags.data;
   // One seed for dropout (the model's), initialization and data.
   options.data.seed = static_cast<uint64_t>(flags.workload.options.seed);

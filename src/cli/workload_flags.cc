@@ -117,6 +117,12 @@ void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command
+      .add_option("--plan-threads", flags.threads,
+                  "Threads that evaluate the hybrid planner's candidate plans side by side (0: "
+                  "this machine's, at most 8); the plan is the same with any number")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  command
       .add_option("--refine-passes", flags.max_refine_passes,
                   "Passes of the hybrid planner's refinement moves, each pass trying every move "
                   "once, until a pass improves nothing (0: no limit, full convergence; slower on "

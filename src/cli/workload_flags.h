@@ -42,6 +42,7 @@ struct PlannerLimitFlags {
   double time_limit_s = planner::PlannerOptions{}.time_limit_s;
   int max_evaluations = planner::PlannerOptions{}.max_evaluations;
   int max_refine_passes = planner::PlannerOptions{}.max_refine_passes;
+  int threads = planner::PlannerOptions{}.threads;
 };
 void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
 

@@ -457,30 +457,6 @@ class HybridPlanner {
     return stalls;
   }
 
-  // Tries a change; keeps it if the plan still fits and the step is faster by
-  // at least the options' minimum gain.
-  absl::StatusOr<bool> TryChange(std::vector<Decision>& decisions, Evaluation& current,
-                                 size_t index, Decision decision, int advance) {
-    if (decision == Decision::kRecompute && decisions[index] != Decision::kRecompute &&
-        !RecomputeAllowed(index, decisions)) {
-      return false;
-    }
-    const Decision old_decision = decisions[index];
-    const int old_advance = fetch_advance_[index];
-    Apply(index, decision, decisions);
-    fetch_advance_[index] = advance;
-    ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
-                     context_.EvaluateIfBetter(MakePlan(decisions, fetch_advance_),
-                                               current.step_time_s() * (1 - options_.min_gain)));
-    if (faster) {
-      current = *std::move(faster);
-      return true;
-    }
-    Apply(index, old_decision, decisions);
-    fetch_advance_[index] = old_advance;
-    return false;
-  }
-
   // The largest fetch lead that still fits, by bisection on a log scale from
   // no lead to the whole backward pass; kept only if it is faster.
   absl::StatusOr<Evaluation> SearchLeadCap(const std::vector<Decision>& decisions,
@@ -533,102 +509,159 @@ class HybridPlanner {
     return current;
   }
 
+  // One refinement move: a candidate's new decision (and fetch advance), and
+  // the flag that records it was tried.
+  enum class Tried { kRebuild, kAdvance, kSpill, kKeep };
+  struct Move {
+    size_t index = 0;
+    Decision decision = Decision::kKeep;
+    int advance = 0;
+    Tried tried = Tried::kRebuild;
+  };
+
+  void MarkTried(const Move& move) {
+    switch (move.tried) {
+      case Tried::kRebuild:
+        tried_rebuild_[move.index] = true;
+        break;
+      case Tried::kAdvance:
+        tried_advance_[move.index] = std::max(tried_advance_[move.index], move.advance);
+        break;
+      case Tried::kSpill:
+        tried_spill_[move.index] = true;
+        break;
+      case Tried::kKeep:
+        tried_keep_[move.index] = true;
+        break;
+    }
+  }
+
+  // Tries the moves in order and keeps the first that leaves a plan that
+  // fits and is faster by the minimum gain. The moves are evaluated several
+  // at a time (PlanningContext::FirstBetter) with the result of trying them
+  // one by one: the moves up to the kept one are marked tried, the rest are
+  // not. The evaluation cap counts the same way.
+  absl::StatusOr<bool> TryMoves(std::vector<Decision>& decisions, Evaluation& current,
+                                std::vector<Move> moves) {
+    const int limit = context_.options().max_evaluations;
+    if (limit > 0) {
+      const int left = std::max(0, limit - (context_.evaluations() - evaluations_at_start_));
+      if (moves.size() > static_cast<size_t>(left)) moves.resize(static_cast<size_t>(left));
+    }
+    auto plan_for = [&](size_t i) {
+      const Move& move = moves[i];
+      std::vector<Decision> trial = decisions;
+      std::vector<int> advance = fetch_advance_;
+      trial[move.index] = move.decision;
+      advance[move.index] = move.advance;
+      return MakePlan(trial, advance);
+    };
+    ASSIGN_OR_RETURN(
+        auto accepted,
+        context_.FirstBetter(moves.size(), plan_for,
+                             current.step_time_s() * (1 - options_.min_gain)));
+    const size_t tried = accepted ? accepted->first + 1 : moves.size();
+    for (size_t i = 0; i < tried; ++i) MarkTried(moves[i]);
+    if (!accepted) return false;
+    const Move& move = moves[accepted->first];
+    Apply(move.index, move.decision, decisions);
+    fetch_advance_[move.index] = move.advance;
+    current = std::move(accepted->second);
+    return true;
+  }
+
+  // The moves of one kind, in the order they are tried; each is tried at
+  // most once per tensor in a pass.
+  std::vector<Move> StallMoves(const Evaluation& current, const std::vector<Decision>& decisions) {
+    // A fetch that stalls the compute stream: rebuild the tensor instead if
+    // that is cheaper than the wait, else fetch it earlier (doubling its
+    // lead). A tensor behind several stalls is listed once.
+    std::vector<Move> moves;
+    std::vector<bool> listed(candidates_.size(), false);
+    for (const auto& [stall, index] : FetchStalls(current)) {
+      if (decisions[index] != Decision::kSpill || listed[index]) continue;
+      listed[index] = true;
+      if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall &&
+          !tried_rebuild_[index] && RecomputeAllowed(index, decisions)) {
+        moves.push_back({index, Decision::kRecompute, 0, Tried::kRebuild});
+      }
+      const int advance = 2 * fetch_advance_[index] + 2;
+      if (tried_advance_[index] < advance) {
+        moves.push_back({index, Decision::kSpill, advance, Tried::kAdvance});
+      }
+    }
+    return moves;
+  }
+
+  std::vector<Move> RebuildMoves(const std::vector<Decision>& decisions) {
+    // Trade transfers for rebuilds, most bytes per rebuild-second first: the
+    // link is shared, so a spill that hides its own copies can still delay
+    // the fetches behind it.
+    std::vector<size_t> spilled;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] == Decision::kSpill && !tried_rebuild_[i] && RecomputeAllowed(i, decisions))
+        spilled.push_back(i);
+    }
+    std::stable_sort(spilled.begin(), spilled.end(), [&](size_t a, size_t b) {
+      return static_cast<double>(candidates_[a].bytes) / candidates_[a].recompute_s >
+             static_cast<double>(candidates_[b].bytes) / candidates_[b].recompute_s;
+    });
+    std::vector<Move> moves;
+    for (size_t i : spilled) moves.push_back({i, Decision::kRecompute, 0, Tried::kRebuild});
+    return moves;
+  }
+
+  std::vector<Move> SpillMoves(const std::vector<Decision>& decisions) {
+    // And the other way: a rebuild whose transfer the link can hide now,
+    // fetched early enough to hide the copy on the ideal timeline.
+    std::vector<size_t> rebuilt;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] == Decision::kRecompute && !tried_spill_[i]) rebuilt.push_back(i);
+    }
+    std::stable_sort(rebuilt.begin(), rebuilt.end(), [&](size_t a, size_t b) {
+      return candidates_[a].recompute_s > candidates_[b].recompute_s;
+    });
+    std::vector<Move> moves;
+    for (size_t i : rebuilt) {
+      const Candidate& c = candidates_[i];
+      int lead = 0;
+      while (c.first_backward - lead > c.produced + 1 &&
+             context_.ideal_start_s(c.first_backward) -
+                     context_.ideal_start_s(c.first_backward - lead) <
+                 c.h2d_s) {
+        ++lead;
+      }
+      moves.push_back({i, Decision::kSpill, lead, Tried::kSpill});
+    }
+    return moves;
+  }
+
+  std::vector<Move> KeepMoves(const std::vector<Decision>& decisions) {
+    // Bring back what costs most, if there is room for it now.
+    std::vector<size_t> evicted;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] != Decision::kKeep && !tried_keep_[i]) evicted.push_back(i);
+    }
+    std::stable_sort(evicted.begin(), evicted.end(),
+                     [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
+    std::vector<Move> moves;
+    for (size_t i : evicted) moves.push_back({i, Decision::kKeep, 0, Tried::kKeep});
+    return moves;
+  }
+
+  // Tries the kinds of move in turn; after a kept move it starts again from
+  // the stalls, which that move has shifted. Ends when no move of any kind
+  // improves the plan.
   absl::StatusOr<Evaluation> RefinePass(std::vector<Decision>& decisions, Evaluation current) {
     bool improved = true;
     while (improved && !OutOfTime()) {
-      improved = false;
-      // A fetch that stalls the compute stream: rebuild the tensor instead if
-      // that is cheaper than the wait, else fetch it earlier.
-      for (const auto& [stall, index] : FetchStalls(current)) {
-        if (OutOfTime()) break;
-        if (decisions[index] != Decision::kSpill) continue;
-        bool changed = false;
-        if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall &&
-            !tried_rebuild_[index]) {
-          tried_rebuild_[index] = true;
-          ASSIGN_OR_RETURN(changed, TryChange(decisions, current, index, Decision::kRecompute, 0));
-        }
-        // Each lead is tried once per tensor: a move that did not help is not
-        // tried again after other moves (the search ends).
-        const int advance = 2 * fetch_advance_[index] + 2;
-        if (!changed && tried_advance_[index] < advance) {
-          tried_advance_[index] = advance;
-          ASSIGN_OR_RETURN(changed,
-                           TryChange(decisions, current, index, Decision::kSpill, advance));
-        }
-        if (changed) {
-          improved = true;
-          break;  // the stalls move: look again
-        }
-      }
-      if (improved) continue;
-      // Trade transfers for rebuilds, most bytes per rebuild-second first:
-      // the link is shared, so a spill that hides its own copies can still
-      // delay the fetches behind it. Each tensor is tried once.
-      std::vector<size_t> spilled;
-      for (size_t i = 0; i < candidates_.size(); ++i) {
-        if (decisions[i] == Decision::kSpill && !tried_rebuild_[i] &&
-            RecomputeAllowed(i, decisions)) {
-          spilled.push_back(i);
-        }
-      }
-      std::stable_sort(spilled.begin(), spilled.end(), [&](size_t a, size_t b) {
-        return static_cast<double>(candidates_[a].bytes) / candidates_[a].recompute_s >
-               static_cast<double>(candidates_[b].bytes) / candidates_[b].recompute_s;
-      });
-      for (size_t i : spilled) {
-        if (OutOfTime()) break;
-        tried_rebuild_[i] = true;
-        ASSIGN_OR_RETURN(bool changed, TryChange(decisions, current, i, Decision::kRecompute, 0));
-        if (changed) {
-          improved = true;
-          break;  // the stalls move: look at them again first
-        }
-      }
-      if (improved) continue;
-      // And the other way: a rebuild whose transfer the link can hide now.
-      std::vector<size_t> rebuilt;
-      for (size_t i = 0; i < candidates_.size(); ++i) {
-        if (decisions[i] == Decision::kRecompute && !tried_spill_[i]) rebuilt.push_back(i);
-      }
-      std::stable_sort(rebuilt.begin(), rebuilt.end(), [&](size_t a, size_t b) {
-        return candidates_[a].recompute_s > candidates_[b].recompute_s;
-      });
-      for (size_t i : rebuilt) {
-        if (OutOfTime()) break;
-        tried_spill_[i] = true;
-        // Fetched early enough to hide the copy on the ideal timeline.
-        const Candidate& c = candidates_[i];
-        int lead = 0;
-        while (c.first_backward - lead > c.produced + 1 &&
-               context_.ideal_start_s(c.first_backward) -
-                       context_.ideal_start_s(c.first_backward - lead) <
-                   c.h2d_s) {
-          ++lead;
-        }
-        ASSIGN_OR_RETURN(bool changed, TryChange(decisions, current, i, Decision::kSpill, lead));
-        if (changed) {
-          improved = true;
-          break;
-        }
-      }
-      if (improved) continue;
-      // Bring back what costs most, if there is room for it now; each once.
-      std::vector<size_t> evicted;
-      for (size_t i = 0; i < candidates_.size(); ++i) {
-        if (decisions[i] != Decision::kKeep && !tried_keep_[i]) evicted.push_back(i);
-      }
-      std::stable_sort(evicted.begin(), evicted.end(),
-                       [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
-      for (size_t i : evicted) {
-        if (OutOfTime()) break;
-        tried_keep_[i] = true;
-        ASSIGN_OR_RETURN(bool changed, TryChange(decisions, current, i, Decision::kKeep, 0));
-        if (changed) {
-          improved = true;
-          break;
-        }
-      }
+      ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, StallMoves(current, decisions)));
+      if (improved || OutOfTime()) continue;
+      ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, RebuildMoves(decisions)));
+      if (improved || OutOfTime()) continue;
+      ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, SpillMoves(decisions)));
+      if (improved || OutOfTime()) continue;
+      ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, KeepMoves(decisions)));
     }
     return current;
   }

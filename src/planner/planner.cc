@@ -5,6 +5,9 @@
 #include <limits>
 #include <cmath>
 #include <memory>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "fmt/format.h"
@@ -59,31 +62,120 @@ absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   return evaluation;
 }
 
+PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s) const {
+  Outcome outcome;
+  outcome.status = program::ApplyPins(graph_, plan);
+  if (!outcome.status.ok()) return outcome;
+  absl::StatusOr<program::Program> program = program::Rewrite(graph_, schedule_, plan);
+  if (!program.ok()) {
+    outcome.status = program.status();
+    return outcome;
+  }
+  if (options_.use_bounds) {
+    if (program::LiveBytesPeak(*program) > options_.budget_bytes) return outcome;
+    if (must_beat_s < std::numeric_limits<double>::infinity() &&
+        simulator_.StepSeconds(*program) >= must_beat_s) {
+      return outcome;
+    }
+  }
+  program::LayOutArena(*program, options_.budget_bytes);
+  Evaluation evaluation{std::move(plan), *std::move(program), {}};
+  evaluation.simulation = simulator_.Run(evaluation.program);
+  outcome.evaluation = std::move(evaluation);
+  return outcome;
+}
+
+absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcome,
+                                                                  double must_beat_s) {
+  RETURN_IF_ERROR(outcome.status);
+  Count();
+  if (!outcome.evaluation) return std::nullopt;
+  ++laid_out_;
+  Evaluation& evaluation = *outcome.evaluation;
+  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
+  if (Fits(evaluation) && evaluation.step_time_s() < must_beat_s) return std::move(evaluation);
+  return std::nullopt;
+}
+
 absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateBounded(program::Plan plan,
                                                                            double must_beat_s) {
-  auto accepted = [&](const Evaluation& evaluation) {
-    return Fits(evaluation) && evaluation.step_time_s() < must_beat_s;
+  return Record(Examine(std::move(plan), must_beat_s), must_beat_s);
+}
+
+int PlanningContext::threads() const {
+  if (options_.threads > 0) return options_.threads;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::FirstBetter(
+    size_t count, const std::function<program::Plan(size_t)>& make, double must_beat_s) {
+  const auto width = static_cast<size_t>(threads());
+  if (width <= 1 || count <= 1) {
+    for (size_t i = 0; i < count; ++i) {
+      ASSIGN_OR_RETURN(std::optional<Evaluation> accepted, EvaluateBounded(make(i), must_beat_s));
+      if (accepted) return std::make_pair(i, *std::move(accepted));
+    }
+    return std::nullopt;
+  }
+  // Workers take candidates in order, at most `window` ahead of the one being
+  // recorded (an examined candidate may hold a whole Program); this thread
+  // records them in order, as a search trying them one by one would, up to
+  // the first accepted. Those examined after it were speculative and leave
+  // no trace: not in the counts, not in the smallest arena.
+  const size_t window = 4 * width;
+  std::vector<std::optional<Outcome>> outcomes(count);
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t next = 0;       // the next candidate a worker takes
+  size_t recording = 0;  // the candidate this thread waits for
+  bool stop = false;     // an accepted candidate (or an error) was recorded
+  auto work = [&] {
+    std::unique_lock lock(mutex);
+    while (true) {
+      changed.wait(lock, [&] { return stop || next >= count || next < recording + window; });
+      if (stop || next >= count) return;
+      const size_t i = next++;
+      lock.unlock();
+      Outcome outcome = Examine(make(i), must_beat_s);
+      lock.lock();
+      outcomes[i] = std::move(outcome);
+      changed.notify_all();
+    }
   };
-  if (!options_.use_bounds) {
-    ASSIGN_OR_RETURN(Evaluation evaluation, Evaluate(std::move(plan)));
-    if (accepted(evaluation)) return evaluation;
-    return std::nullopt;
-  }
-  RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
-  Count();
-  ASSIGN_OR_RETURN(program::Program program, program::Rewrite(graph_, schedule_, plan));
-  if (program::LiveBytesPeak(program) > options_.budget_bytes) return std::nullopt;
-  if (must_beat_s < std::numeric_limits<double>::infinity() &&
-      simulator_.StepSeconds(program) >= must_beat_s) {
-    return std::nullopt;
-  }
-  ++laid_out_;
-  program::LayOutArena(program, options_.budget_bytes);
-  Evaluation evaluation{std::move(plan), std::move(program), {}};
-  evaluation.simulation = simulator_.Run(evaluation.program);
-  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
-  if (accepted(evaluation)) return evaluation;
-  return std::nullopt;
+  std::optional<std::pair<size_t, Evaluation>> result;
+  absl::Status status;
+  {
+    std::vector<std::jthread> workers;
+    for (size_t k = 0; k < width; ++k) workers.emplace_back(work);
+    for (; recording < count; ) {
+      Outcome outcome;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return outcomes[recording].has_value(); });
+        outcome = *std::move(outcomes[recording]);
+        outcomes[recording].reset();
+      }
+      absl::StatusOr<std::optional<Evaluation>> accepted = Record(std::move(outcome), must_beat_s);
+      const bool done = !accepted.ok() || accepted->has_value();
+      if (!accepted.ok()) status = accepted.status();
+      if (accepted.ok() && accepted->has_value()) result.emplace(recording, **std::move(accepted));
+      std::lock_guard lock(mutex);
+      if (done) {
+        stop = true;
+      } else {
+        ++recording;
+      }
+      changed.notify_all();
+      if (done) break;
+    }
+    {
+      std::lock_guard lock(mutex);
+      stop = true;
+      changed.notify_all();
+    }
+  }  // the workers join here
+  RETURN_IF_ERROR(status);
+  return result;
 }
 
 absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateIfBetter(program::Plan plan,

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,9 @@ struct PlannerOptions {
   // Reject candidates by cheap bounds before laying out their arena (see
   // EvaluateIfBetter). Off only to check that the bounds change no decision.
   bool use_bounds = true;
+  // Threads that evaluate candidates side by side (0: the machine's, at most
+  // 8). The plan does not depend on it (see FirstBetter).
+  int threads = 0;
   // Called after every candidate plan with the number considered so far in
   // this context (a command shows it on a terminal during long planning).
   std::function<void(int evaluations)> progress = nullptr;
@@ -134,6 +138,17 @@ class PlanningContext {
   // does not (by the live-bytes bound when that suffices).
   absl::StatusOr<std::optional<Evaluation>> EvaluateIfFits(program::Plan plan);
 
+  // A first-improvement search over `count` candidates, `make(i)` the i-th:
+  // the first, in order, that EvaluateIfBetter would accept, with its index,
+  // or nullopt. Candidates are evaluated `threads()` at a time, but counted
+  // and remembered exactly as if they had been tried one by one until the
+  // accepted one, so the result and every count are the same with any
+  // number of threads. `make` is called on those threads, so it may only
+  // read shared state.
+  absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> FirstBetter(
+      size_t count, const std::function<program::Plan(size_t)>& make, double must_beat_s);
+  int threads() const;
+
   int evaluations() const { return evaluations_; }
   int laid_out() const { return laid_out_; }
   void StartRun() { smallest_.reset(); }
@@ -153,6 +168,16 @@ class PlanningContext {
   std::vector<autodiff::SavedTensor> saved_;
   program::ScheduleReads reads_;
   std::vector<double> ideal_start_s_;  // one per step, and the end
+  // What examining one candidate found, before any bookkeeping: nothing
+  // (rejected by a bound), or the laid-out, simulated Evaluation. Examine
+  // changes nothing, so candidates can be examined on several threads;
+  // Record then counts them in order.
+  struct Outcome {
+    absl::Status status;
+    std::optional<Evaluation> evaluation;
+  };
+  Outcome Examine(program::Plan plan, double must_beat_s) const;
+  absl::StatusOr<std::optional<Evaluation>> Record(Outcome outcome, double must_beat_s);
   absl::StatusOr<std::optional<Evaluation>> EvaluateBounded(program::Plan plan,
                                                             double must_beat_s);
   void Count();  // one more candidate plan

@@ -127,6 +127,36 @@ TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
   EXPECT_EQ(program::ProgramToText(slow->best.program), program::ProgramToText(fast.best.program));
 }
 
+TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
+  // Candidates are evaluated several at a time but recorded as if one by
+  // one: with 1, 2 and 5 threads every count and the Program are the same.
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet50", 256);
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("v100-16g-pcie3");
+  ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+  const analysis::RooflineCostModel cost_model(*profile);
+  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
+  const int64_t floor = Plan("hybrid", training.graph, *profile, 1).smallest_arena_bytes;
+  const int64_t budget = floor + (none_arena - floor) / 3;
+  std::vector<PlanResult> results;
+  for (const int threads : {1, 2, 5}) {
+    PlanningContext context(training.graph, cost_model, *profile,
+                            {.budget_bytes = budget, .threads = threads});
+    HybridPolicy hybrid;
+    absl::StatusOr<PlanResult> result = RunPolicy(hybrid, context);
+    ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
+    results.push_back(*std::move(result));
+  }
+  ASSERT_TRUE(results[0].feasible);
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].evaluations, results[0].evaluations);
+    EXPECT_EQ(results[i].laid_out, results[0].laid_out);
+    EXPECT_EQ(results[i].smallest_arena_bytes, results[0].smallest_arena_bytes);
+    EXPECT_EQ(program::ProgramToText(results[i].best.program),
+              program::ProgramToText(results[0].best.program));
+  }
+}
+
 TEST(Portfolio, TheBoundsChangeNoDecision) {
   // The live-bytes and step-time bounds only skip laying out candidates that
   // the search would reject anyway: with and without them, every policy makes

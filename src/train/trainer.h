@@ -36,6 +36,7 @@ struct TrainerOptions {
   double plan_time_limit_s = planner::PlannerOptions{}.time_limit_s;
   int plan_max_evaluations = planner::PlannerOptions{}.max_evaluations;
   int plan_max_refine_passes = planner::PlannerOptions{}.max_refine_passes;
+  int plan_threads = planner::PlannerOptions{}.threads;
   // Source and seed of the data; the seed also initializes the parameters
   // that `initial_values` does not name. It should be the seed the forward
   // graph's dropout nodes were built with.
