@@ -45,9 +45,9 @@ class HybridPlanner {
 
   // The portfolio: the plans of the heuristic policies (each as its own
   // policy makes it, with its default options) and hybrid's own eviction
-  // plan. The refinement starts from the best of them that it can express,
-  // and the result is the best plan seen, so it is never worse than any of
-  // the heuristics.
+  // plan. Each of them that fits is refined from the nearest per-tensor
+  // decisions, and the result is the best plan seen, so it is never worse
+  // than any of the heuristics.
   absl::StatusOr<PlanResult> Run() {
     Collect();
     PlanResult result;
@@ -72,10 +72,9 @@ class HybridPlanner {
     starts.push_back({"recompute", std::move(recomputed.best)});
 
     // Best first (stable: on a tie the earlier, evict first). Every start
-    // that fits is refined until no move improves it: which start refines
+    // that fits is refined (Refine says until when): which start refines
     // best differs between workloads (a tight budget on a slow link favours
-    // recomputation's plan, a roomy one eviction's), and each refinement
-    // converges in a few hundred candidates.
+    // recomputation's plan, a roomy one eviction's).
     std::stable_sort(starts.begin(), starts.end(), [&](const Start& a, const Start& b) {
       return Better(a.evaluation, b.evaluation, context_.budget_bytes());
     });
