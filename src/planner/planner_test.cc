@@ -620,7 +620,11 @@ TEST_P(EveryModel, EveryPolicyPlansVerifiedProgramsWithinTheBudgetOrSaysSo) {
   }
 
   for (const Budget& budget : budgets) {
-    Planning planning(graph, budget.bytes);
+    // What this test checks (verified Programs within the budget, the
+    // ideal as a bound) does not need hybrid's refinement to converge; a
+    // cap per refinement keeps the deep ResNets quick. The portfolio tests
+    // check the converged planner.
+    Planning planning(graph, budget.bytes, {.max_evaluations = 100});
     std::vector<PlanResult> results;
     for (const std::string& name : PolicyNames()) {
       SCOPED_TRACE(
@@ -703,7 +707,7 @@ TEST_P(EveryModel, SmallestArenaIsTheSmallestReached) {
   absl::StatusOr<Evaluation> all_spilled =
       unbounded.context.Evaluate(SwapPolicy::PlanFor(unbounded.context, -1, 0));
   ASSERT_TRUE(all_spilled.ok()) << StatusMessage(all_spilled.status());
-  Planning planning(graph, all_spilled->arena_bytes());
+  Planning planning(graph, all_spilled->arena_bytes(), {.max_evaluations = 100});
   for (const std::string& name : PolicyNames()) {
     const PlanResult result = RunOrDie(name, planning.context);
     EXPECT_LE(result.smallest_arena_bytes, result.best.arena_bytes()) << name;
