@@ -108,8 +108,7 @@ class HybridPlanner {
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const program::TensorPlan& tensor = plan.at(candidates_[i].value);
       const int fetch = tensor.fetch_step < 0 ? needed[i] : tensor.fetch_step;
-      fetch_advance_[i] =
-          decisions[i] == Decision::kSpill ? std::max(0, needed[i] - fetch) : 0;
+      fetch_advance_[i] = decisions[i] == Decision::kSpill ? std::max(0, needed[i] - fetch) : 0;
       tried_rebuild_[i] = tried_keep_[i] = tried_spill_[i] = false;
       tried_advance_[i] = 0;
     }
@@ -555,10 +554,9 @@ class HybridPlanner {
       advance[move.index] = move.advance;
       return MakePlan(trial, advance);
     };
-    ASSIGN_OR_RETURN(
-        auto accepted,
-        context_.FirstBetter(moves.size(), plan_for,
-                             current.step_time_s() * (1 - options_.min_gain)));
+    ASSIGN_OR_RETURN(auto accepted,
+                     context_.FirstBetter(moves.size(), plan_for,
+                                          current.step_time_s() * (1 - options_.min_gain)));
     const size_t tried = accepted ? accepted->first + 1 : moves.size();
     for (size_t i = 0; i < tried; ++i) MarkTried(moves[i]);
     if (!accepted) return false;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <cmath>
-#include <memory>
 #include <condition_variable>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -147,7 +147,7 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
   {
     std::vector<std::jthread> workers;
     for (size_t k = 0; k < width; ++k) workers.emplace_back(work);
-    for (; recording < count; ) {
+    for (; recording < count;) {
       Outcome outcome;
       {
         std::unique_lock lock(mutex);

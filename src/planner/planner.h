@@ -178,8 +178,7 @@ class PlanningContext {
   };
   Outcome Examine(program::Plan plan, double must_beat_s) const;
   absl::StatusOr<std::optional<Evaluation>> Record(Outcome outcome, double must_beat_s);
-  absl::StatusOr<std::optional<Evaluation>> EvaluateBounded(program::Plan plan,
-                                                            double must_beat_s);
+  absl::StatusOr<std::optional<Evaluation>> EvaluateBounded(program::Plan plan, double must_beat_s);
   void Count();  // one more candidate plan
 
   int evaluations_ = 0;

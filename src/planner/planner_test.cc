@@ -50,8 +50,7 @@ analysis::HardwareProfile V100() {
 // A cost model, simulator options and planner options for one graph and
 // budget, bundled so that a test can make a PlanningContext in one line.
 struct Planning {
-  explicit Planning(const ir::Graph& graph, int64_t budget_bytes,
-                    PlannerOptions options = {})
+  explicit Planning(const ir::Graph& graph, int64_t budget_bytes, PlannerOptions options = {})
       : profile(V100()),
         cost_model(profile),
         context(graph, cost_model, profile, WithBudget(options, budget_bytes)) {}

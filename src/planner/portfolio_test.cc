@@ -42,6 +42,15 @@ PlanResult Plan(std::string_view policy_name, const ir::Graph& graph,
   return *std::move(result);
 }
 
+// A budget `fraction` of the way from the smallest arena hybrid reaches to
+// the arena `none` needs.
+int64_t BudgetBetween(const ir::Graph& graph, const analysis::HardwareProfile& profile,
+                      double fraction) {
+  const int64_t none_arena = Plan("none", graph, profile, INT64_MAX).best.arena_bytes();
+  const int64_t floor = Plan("hybrid", graph, profile, 1).smallest_arena_bytes;
+  return floor + static_cast<int64_t>(fraction * static_cast<double>(none_arena - floor));
+}
+
 class Portfolio : public ::testing::TestWithParam<Workload> {};
 
 TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
@@ -109,9 +118,7 @@ TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
   absl::StatusOr<analysis::HardwareProfile> profile =
       analysis::LoadHardwareProfile("h100-80g-pcie5");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
-  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
-  const int64_t floor = Plan("hybrid", training.graph, *profile, 1).smallest_arena_bytes;
-  const int64_t budget = floor + (none_arena - floor) / 3;
+  const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
   const PlanResult fast = Plan("hybrid", training.graph, *profile, budget);
   ASSERT_TRUE(fast.feasible);
   EXPECT_FALSE(fast.hit_time_limit);
@@ -136,9 +143,7 @@ TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
       analysis::LoadHardwareProfile("v100-16g-pcie3");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
   const analysis::RooflineCostModel cost_model(*profile);
-  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
-  const int64_t floor = Plan("hybrid", training.graph, *profile, 1).smallest_arena_bytes;
-  const int64_t budget = floor + (none_arena - floor) / 3;
+  const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
   std::vector<PlanResult> results;
   for (const int threads : {1, 2, 5}) {
     SCOPED_TRACE(fmt::format("{} threads", threads));
@@ -169,11 +174,10 @@ TEST(Portfolio, TheBoundsChangeNoDecision) {
       analysis::LoadHardwareProfile("a100-40g-pcie4");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
   const analysis::RooflineCostModel cost_model(*profile);
-  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
-  const int64_t floor = Plan("hybrid", training.graph, *profile, 1).smallest_arena_bytes;
   int laid_out_with = 0;
   int laid_out_without = 0;
-  for (const int64_t budget : {floor + (none_arena - floor) / 4, floor + (none_arena - floor) / 2}) {
+  for (const int64_t budget : {BudgetBetween(training.graph, *profile, 0.25),
+                               BudgetBetween(training.graph, *profile, 0.5)}) {
     for (const std::string& name : PolicyNames()) {
       SCOPED_TRACE(fmt::format("{} at {} bytes", name, budget));
       std::vector<PlanResult> results;

@@ -80,7 +80,8 @@ program::Plan RecomputePolicy::CheapCheckpoints(const PlanningContext& context,
       if (value.producer != ir::kNoNode && !saved[static_cast<size_t>(input)])
         seconds += context.simulator().node_seconds(value.producer);
     }
-    cheap.emplace_back(static_cast<double>(tensor->bytes) / std::max(seconds, 1e-12), tensor->value);
+    cheap.emplace_back(static_cast<double>(tensor->bytes) / std::max(seconds, 1e-12),
+                       tensor->value);
   }
   std::stable_sort(cheap.begin(), cheap.end(),
                    [](const auto& x, const auto& y) { return x.first > y.first; });
@@ -153,8 +154,8 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
     // Cheap tensors alone, a growing share of them: the fine end of the
     // trade-off, where a little memory costs a little time.
     for (int k = 1; k <= options_.cheap_shares; ++k) {
-      RETURN_IF_ERROR(consider(
-          CheapCheckpoints(context, 0, static_cast<double>(k) / options_.cheap_shares)));
+      RETURN_IF_ERROR(
+          consider(CheapCheckpoints(context, 0, static_cast<double>(k) / options_.cheap_shares)));
     }
     // Segment limits on a geometric grid from the smallest tensor's size to
     // all of them: memory is U-shaped in the limit (many checkpoints at one
