@@ -14,6 +14,7 @@
 #include "analysis/hardware.h"
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
+#include "cli/planning_progress.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
 #include "fmt/ostream.h"
@@ -62,45 +63,6 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
   AddPlannerLimitFlags(command, flags.limits);
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
-
-// One line on stderr, redrawn in place while policies plan, when someone is
-// watching (stderr is a terminal); nothing otherwise.
-class PlanningProgress {
- public:
-  PlanningProgress() : shown_(isatty(fileno(stderr)) != 0) {}
-  ~PlanningProgress() { Clear(); }
-  PlanningProgress(const PlanningProgress&) = delete;
-  PlanningProgress& operator=(const PlanningProgress&) = delete;
-
-  // The policy now planning, and where the context's count stood then.
-  void Begin(std::string label, int evaluations) {
-    label_ = std::move(label);
-    evaluations_at_begin_ = evaluations;
-    begin_ = std::chrono::steady_clock::now();
-    Draw(evaluations, /*force=*/true);
-  }
-  // A PlannerOptions::progress callback: redraws at most five times a second.
-  void Draw(int evaluations, bool force = false) {
-    if (!shown_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (!force && now - drawn_ < std::chrono::milliseconds(200)) return;
-    drawn_ = now;
-    const double seconds = std::chrono::duration<double>(now - begin_).count();
-    fmt::print(stderr, "\r\033[Kplanning {}: {} candidate plans, {:.1f} s", label_,
-               evaluations - evaluations_at_begin_, seconds);
-    std::fflush(stderr);
-  }
-  void Clear() {
-    if (shown_) fmt::print(stderr, "\r\033[K");
-  }
-
- private:
-  bool shown_;
-  std::string label_;
-  int evaluations_at_begin_ = 0;
-  std::chrono::steady_clock::time_point begin_;
-  std::chrono::steady_clock::time_point drawn_;
-};
 
 // The workload, costed and ready to plan.
 struct PlanningWorkload {

@@ -10,6 +10,7 @@
 #include "analysis/hardware.h"
 #include "cli/backend_flags.h"
 #include "cli/commands.h"
+#include "cli/planning_progress.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
 #include "fmt/ostream.h"
@@ -248,8 +249,13 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     const ir::Graph& forward = workload.graph;
     options.initial_values = &workload.initial_values;
     ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags->backend));
-    ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
-                     train::Trainer::Create(forward, options, *backend));
+    PlanningProgress planning;
+    planning.Begin(options.policy, 0);
+    options.plan_progress = [&planning](int evaluations) { planning.Draw(evaluations); };
+    absl::StatusOr<std::unique_ptr<train::Trainer>> created =
+        train::Trainer::Create(forward, options, *backend);
+    planning.Clear();
+    ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer, std::move(created));
     if (!flags->resume.empty()) RETURN_IF_ERROR(trainer->Resume(flags->resume));
 
     // With --json, stdout holds only the JSON: progress goes to stderr.

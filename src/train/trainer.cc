@@ -46,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
   planner_options.max_evaluations = options.plan_max_evaluations;
   planner_options.max_refine_passes = options.plan_max_refine_passes;
   planner_options.threads = options.plan_threads;
+  planner_options.progress = options.plan_progress;
   planner::PlanningContext context(graph, cost_model, options.hardware, planner_options);
   ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(options.policy));
   ASSIGN_OR_RETURN(trainer->plan_, planner::RunPolicy(*policy, context));

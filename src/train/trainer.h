@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,8 @@ struct TrainerOptions {
   int plan_max_evaluations = planner::PlannerOptions{}.max_evaluations;
   int plan_max_refine_passes = planner::PlannerOptions{}.max_refine_passes;
   int plan_threads = planner::PlannerOptions{}.threads;
+  // Called as the planner considers candidates (PlannerOptions::progress).
+  std::function<void(int evaluations)> plan_progress = nullptr;
   // Source and seed of the data; the seed also initializes the parameters
   // that `initial_values` does not name. It should be the seed the forward
   // graph's dropout nodes were built with.

@@ -1,0 +1,60 @@
+// One line on stderr, redrawn in place while the planner works, when
+// someone is watching (stderr is a terminal); nothing otherwise. `plan`,
+// `compare` and `train` use it through PlannerOptions::progress.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "fmt/format.h"
+
+namespace spillway::cli {
+
+class PlanningProgress {
+ public:
+  PlanningProgress() : shown_(isatty(fileno(stderr)) != 0) {}
+  ~PlanningProgress() { Clear(); }
+  PlanningProgress(const PlanningProgress&) = delete;
+  PlanningProgress& operator=(const PlanningProgress&) = delete;
+
+  // The policy now planning, and where the context's count stood then.
+  void Begin(std::string label, int evaluations) {
+    label_ = std::move(label);
+    evaluations_at_begin_ = evaluations;
+    begin_ = std::chrono::steady_clock::now();
+    Draw(evaluations, /*force=*/true);
+  }
+  // A PlannerOptions::progress callback: redraws at most five times a second.
+  void Draw(int evaluations, bool force = false) {
+    if (!shown_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && now - drawn_ < std::chrono::milliseconds(200)) return;
+    drawn_ = now;
+    const double seconds = std::chrono::duration<double>(now - begin_).count();
+    fmt::print(stderr, "\r\033[Kplanning {}: {} candidate plans, {:.1f} s", label_,
+               evaluations - evaluations_at_begin_, seconds);
+    std::fflush(stderr);
+    line_open_ = true;
+  }
+  // Erases the line, if one is drawn.
+  void Clear() {
+    if (!line_open_) return;
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+    line_open_ = false;
+  }
+
+ private:
+  bool shown_;
+  bool line_open_ = false;
+  std::string label_;
+  int evaluations_at_begin_ = 0;
+  std::chrono::steady_clock::time_point begin_;
+  std::chrono::steady_clock::time_point drawn_;
+};
+
+}  // namespace spillway::cli
