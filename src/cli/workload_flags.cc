@@ -113,7 +113,7 @@ void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
       .add_option(
           "--max-evaluations", flags.max_evaluations,
           "Stop each of the hybrid planner's refinements after this many candidate plans (0: "
-          "refine until no move improves); either way the plan is the same on every "
+          "no cap); either way the plan is the same on every "
           "machine")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
