@@ -35,7 +35,7 @@ struct PlanFlags {
   std::string budget;
   std::string math_mode = "fp32";
   std::string policy = "hybrid";
-  PlannerLimitFlags limits;
+  planner::PlannerOptions planner;  // all but the budget
   std::string trace_path;
   std::string memory_plot_path;
   std::string program_path;
@@ -60,7 +60,7 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
                   "Arithmetic of convolutions and matrix products, for their compute rate")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
       ->capture_default_str();
-  AddPlannerLimitFlags(command, flags.limits);
+  AddPlannerFlags(command, flags.planner);
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
 
@@ -90,12 +90,8 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
       analysis::ParseMathMode(flags.math_mode).value_or(analysis::MathMode::kFp32);
   workload->cost_model =
       std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
-  planner::PlannerOptions options;
+  planner::PlannerOptions options = flags.planner;
   options.budget_bytes = workload->budget_bytes;
-  options.time_limit_s = flags.limits.time_limit_s;
-  options.max_evaluations = flags.limits.max_evaluations;
-  options.max_refine_passes = flags.limits.max_refine_passes;
-  options.threads = flags.limits.threads;
   options.progress = [progress = &workload->progress](int evaluations) {
     progress->Draw(evaluations);
   };

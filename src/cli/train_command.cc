@@ -38,7 +38,7 @@ struct TrainFlags {
   int64_t save_every = 0;
   std::string resume;
   BackendFlags backend;
-  PlannerLimitFlags limits;
+  planner::PlannerOptions planner;  // all but the budget
   int64_t log_every = 10;
   bool json = false;
 };
@@ -96,7 +96,7 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                   "Hardware profile the planner costs the step with: a preset (see `spillway "
                   "hardware`) or a JSON file")
       ->capture_default_str();
-  AddPlannerLimitFlags(command, flags.limits);
+  AddPlannerFlags(command, flags.planner);
   command
       .add_option("--log-every", flags.log_every,
                   "When output is not a terminal, print a progress line every K steps")
@@ -123,10 +123,7 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainFlags& flags
   options.policy = flags.policy;
   ASSIGN_OR_RETURN(options.hardware, analysis::LoadHardwareProfile(flags.hardware));
   ASSIGN_OR_RETURN(options.budget_bytes, planner::ParseBudget(flags.budget, options.hardware));
-  options.plan_time_limit_s = flags.limits.time_limit_s;
-  options.plan_max_evaluations = flags.limits.max_evaluations;
-  options.plan_max_refine_passes = flags.limits.max_refine_passes;
-  options.plan_threads = flags.limits.threads;
+  options.planner = flags.planner;
   options.data.source = flags.data;
   // One seed for dropout (the model's), initialization and data.
   options.data.seed = static_cast<uint64_t>(flags.workload.options.seed);
@@ -251,7 +248,7 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags->backend));
     PlanningProgress planning;
     planning.Begin(options.policy, 0);
-    options.plan_progress = [&planning](int evaluations) { planning.Draw(evaluations); };
+    options.planner.progress = [&planning](int evaluations) { planning.Draw(evaluations); };
     absl::StatusOr<std::unique_ptr<train::Trainer>> created =
         train::Trainer::Create(forward, options, *backend);
     planning.Clear();

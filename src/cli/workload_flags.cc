@@ -102,29 +102,29 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
   return Workload{std::move(graph), {}, {}};
 }
 
-void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags) {
+void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
   command
-      .add_option("--time-limit", flags.time_limit_s,
+      .add_option("--time-limit", options.time_limit_s,
                   "Safety net: seconds after which the hybrid planner stops refining even if "
                   "it has not converged (the output then says so); meant never to be reached")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command
       .add_option(
-          "--max-evaluations", flags.max_evaluations,
+          "--max-evaluations", options.max_evaluations,
           "Stop each of the hybrid planner's refinements after this many candidate plans (0: "
           "no cap); either way the plan is the same on every "
           "machine")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command
-      .add_option("--plan-threads", flags.threads,
+      .add_option("--plan-threads", options.threads,
                   "Threads that evaluate the hybrid planner's candidate plans side by side (0: "
                   "this machine's, at most 8); the plan is the same with any number")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   command
-      .add_option("--refine-passes", flags.max_refine_passes,
+      .add_option("--refine-passes", options.max_refine_passes,
                   "Passes of the hybrid planner's refinement moves, each pass trying every move "
                   "once, until a pass improves nothing (0: no limit, full convergence; slower on "
                   "large graphs)")

@@ -36,15 +36,10 @@ struct WorkloadFlags {
 // --height, --width, --classes and the model-specific options to `command`.
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);
 
-// --time-limit, --max-evaluations and --refine-passes: what may stop the hybrid planner's
-// refinement before it converges (`plan`, `compare` and `train` take them).
-struct PlannerLimitFlags {
-  double time_limit_s = planner::PlannerOptions{}.time_limit_s;
-  int max_evaluations = planner::PlannerOptions{}.max_evaluations;
-  int max_refine_passes = planner::PlannerOptions{}.max_refine_passes;
-  int threads = planner::PlannerOptions{}.threads;
-};
-void AddPlannerLimitFlags(CLI::App& command, PlannerLimitFlags& flags);
+// --time-limit, --max-evaluations, --refine-passes and --plan-threads: how the
+// hybrid planner refines its plan (`plan`, `compare` and `train` take them),
+// straight into the planner's options.
+void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options);
 
 // A forward graph and, for an ONNX model, the weights in its file.
 struct Workload {

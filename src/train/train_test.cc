@@ -634,7 +634,7 @@ TrainerOptions CpuOptions(int64_t budget_bytes, const std::string& policy = "hyb
   options.policy = policy;
   options.budget_bytes = budget_bytes;
   options.hardware = *analysis::LoadHardwareProfile("cpu");
-  options.plan_max_evaluations = 200;
+  options.planner.max_evaluations = 200;
   options.optimizer.lr = 0.01;
   return options;
 }

@@ -40,13 +40,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
                    options.initial_values != nullptr ? *options.initial_values : none));
 
   const analysis::RooflineCostModel cost_model(options.hardware, {});
-  planner::PlannerOptions planner_options;
+  planner::PlannerOptions planner_options = options.planner;
   planner_options.budget_bytes = options.budget_bytes;
-  planner_options.time_limit_s = options.plan_time_limit_s;
-  planner_options.max_evaluations = options.plan_max_evaluations;
-  planner_options.max_refine_passes = options.plan_max_refine_passes;
-  planner_options.threads = options.plan_threads;
-  planner_options.progress = options.plan_progress;
   planner::PlanningContext context(graph, cost_model, options.hardware, planner_options);
   ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(options.policy));
   ASSIGN_OR_RETURN(trainer->plan_, planner::RunPolicy(*policy, context));

@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,12 +33,8 @@ struct TrainerOptions {
   std::string policy = "hybrid";
   int64_t budget_bytes = 0;
   analysis::HardwareProfile hardware;  // what the planner costs the step with
-  double plan_time_limit_s = planner::PlannerOptions{}.time_limit_s;
-  int plan_max_evaluations = planner::PlannerOptions{}.max_evaluations;
-  int plan_max_refine_passes = planner::PlannerOptions{}.max_refine_passes;
-  int plan_threads = planner::PlannerOptions{}.threads;
-  // Called as the planner considers candidates (PlannerOptions::progress).
-  std::function<void(int evaluations)> plan_progress = nullptr;
+  // How the planner searches; its budget is `budget_bytes` above.
+  planner::PlannerOptions planner;
   // Source and seed of the data; the seed also initializes the parameters
   // that `initial_values` does not name. It should be the seed the forward
   // graph's dropout nodes were built with.
