@@ -109,8 +109,6 @@ class HybridPlanner {
       const program::TensorPlan& tensor = plan.at(candidates_[i].value);
       const int fetch = tensor.fetch_step < 0 ? needed[i] : tensor.fetch_step;
       fetch_advance_[i] = decisions[i] == Decision::kSpill ? std::max(0, needed[i] - fetch) : 0;
-      tried_rebuild_[i] = tried_keep_[i] = tried_spill_[i] = false;
-      tried_advance_[i] = 0;
     }
     lead_cap_s_ = -1;
     ASSIGN_OR_RETURN(Evaluation loaded, Evaluate(decisions));

@@ -51,18 +51,16 @@ void PlanningContext::Count() {
 }
 
 absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
-  RETURN_IF_ERROR(program::ApplyPins(graph_, plan));
+  Outcome outcome = Examine(std::move(plan), std::numeric_limits<double>::infinity(),
+                            /*bounded=*/false);
+  RETURN_IF_ERROR(outcome.status);
   Count();
-  ++laid_out_;
-  ASSIGN_OR_RETURN(program::Program built,
-                   program::BuildProgram(graph_, schedule_, plan, options_.budget_bytes));
-  Evaluation evaluation{std::move(plan), std::move(built), {}};
-  evaluation.simulation = simulator_.Run(evaluation.program);
-  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
-  return evaluation;
+  Remember(*outcome.evaluation);
+  return *std::move(outcome.evaluation);
 }
 
-PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s) const {
+PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s,
+                                                  bool bounded) const {
   Outcome outcome;
   outcome.status = program::ApplyPins(graph_, plan);
   if (!outcome.status.ok()) return outcome;
@@ -71,7 +69,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
     outcome.status = program.status();
     return outcome;
   }
-  if (options_.use_bounds) {
+  if (bounded) {
     if (program::LiveBytesPeak(*program) > options_.budget_bytes) return outcome;
     if (must_beat_s < std::numeric_limits<double>::infinity() &&
         simulator_.StepSeconds(*program) >= must_beat_s) {
@@ -90,16 +88,15 @@ absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcom
   RETURN_IF_ERROR(outcome.status);
   Count();
   if (!outcome.evaluation) return std::nullopt;
-  ++laid_out_;
   Evaluation& evaluation = *outcome.evaluation;
-  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
+  Remember(evaluation);
   if (Fits(evaluation) && evaluation.step_time_s() < must_beat_s) return std::move(evaluation);
   return std::nullopt;
 }
 
-absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateBounded(program::Plan plan,
-                                                                           double must_beat_s) {
-  return Record(Examine(std::move(plan), must_beat_s), must_beat_s);
+void PlanningContext::Remember(const Evaluation& evaluation) {
+  ++laid_out_;
+  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
 }
 
 int PlanningContext::threads() const {
@@ -112,7 +109,7 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
   const auto width = static_cast<size_t>(threads());
   if (width <= 1 || count <= 1) {
     for (size_t i = 0; i < count; ++i) {
-      ASSIGN_OR_RETURN(std::optional<Evaluation> accepted, EvaluateBounded(make(i), must_beat_s));
+      ASSIGN_OR_RETURN(std::optional<Evaluation> accepted, EvaluateIfBetter(make(i), must_beat_s));
       if (accepted) return std::make_pair(i, *std::move(accepted));
     }
     return std::nullopt;
@@ -136,7 +133,7 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
       if (stop || next >= count) return;
       const size_t i = next++;
       lock.unlock();
-      Outcome outcome = Examine(make(i), must_beat_s);
+      Outcome outcome = Examine(make(i), must_beat_s, options_.use_bounds);
       lock.lock();
       outcomes[i] = std::move(outcome);
       changed.notify_all();
@@ -180,11 +177,11 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
 
 absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateIfBetter(program::Plan plan,
                                                                             double must_beat_s) {
-  return EvaluateBounded(std::move(plan), must_beat_s);
+  return Record(Examine(std::move(plan), must_beat_s, options_.use_bounds), must_beat_s);
 }
 
 absl::StatusOr<std::optional<Evaluation>> PlanningContext::EvaluateIfFits(program::Plan plan) {
-  return EvaluateBounded(std::move(plan), std::numeric_limits<double>::infinity());
+  return EvaluateIfBetter(std::move(plan), std::numeric_limits<double>::infinity());
 }
 
 bool Better(const Evaluation& a, const Evaluation& b, int64_t budget_bytes) {

@@ -169,17 +169,17 @@ class PlanningContext {
   program::ScheduleReads reads_;
   std::vector<double> ideal_start_s_;  // one per step, and the end
   // What examining one candidate found, before any bookkeeping: nothing
-  // (rejected by a bound), or the laid-out, simulated Evaluation. Examine
-  // changes nothing, so candidates can be examined on several threads;
-  // Record then counts them in order.
+  // (rejected by a bound, when `bounded`), or the laid-out, simulated
+  // Evaluation. Examine changes nothing, so candidates can be examined on
+  // several threads; Record then counts them in order.
   struct Outcome {
     absl::Status status;
     std::optional<Evaluation> evaluation;
   };
-  Outcome Examine(program::Plan plan, double must_beat_s) const;
+  Outcome Examine(program::Plan plan, double must_beat_s, bool bounded) const;
   absl::StatusOr<std::optional<Evaluation>> Record(Outcome outcome, double must_beat_s);
-  absl::StatusOr<std::optional<Evaluation>> EvaluateBounded(program::Plan plan, double must_beat_s);
-  void Count();  // one more candidate plan
+  void Count();                                 // one more candidate plan
+  void Remember(const Evaluation& evaluation);  // one more laid out; the smallest arena
 
   int evaluations_ = 0;
   int laid_out_ = 0;

@@ -31,15 +31,20 @@ struct Workload {
 };
 
 PlanResult Plan(std::string_view policy_name, const ir::Graph& graph,
-                const analysis::HardwareProfile& profile, int64_t budget_bytes) {
+                const analysis::HardwareProfile& profile, PlannerOptions options) {
   const analysis::RooflineCostModel cost_model(profile);
-  PlanningContext context(graph, cost_model, profile, {.budget_bytes = budget_bytes});
+  PlanningContext context(graph, cost_model, profile, options);
   absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(policy_name);
   SPILLWAY_CHECK(policy.ok(), "every listed policy can be made");
   absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
   EXPECT_TRUE(result.ok()) << policy_name << ": " << StatusMessage(result.status());
   if (!result.ok()) return PlanResult{};
   return *std::move(result);
+}
+
+PlanResult Plan(std::string_view policy_name, const ir::Graph& graph,
+                const analysis::HardwareProfile& profile, int64_t budget_bytes) {
+  return Plan(policy_name, graph, profile, PlannerOptions{.budget_bytes = budget_bytes});
 }
 
 // A budget `fraction` of the way from the smallest arena hybrid reaches to
@@ -142,17 +147,12 @@ TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
   absl::StatusOr<analysis::HardwareProfile> profile =
       analysis::LoadHardwareProfile("v100-16g-pcie3");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
-  const analysis::RooflineCostModel cost_model(*profile);
   const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
   std::vector<PlanResult> results;
   for (const int threads : {1, 2, 5}) {
     SCOPED_TRACE(fmt::format("{} threads", threads));
-    PlanningContext context(training.graph, cost_model, *profile,
-                            {.budget_bytes = budget, .threads = threads});
-    HybridPolicy hybrid;
-    absl::StatusOr<PlanResult> result = RunPolicy(hybrid, context);
-    ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
-    results.push_back(*std::move(result));
+    results.push_back(
+        Plan("hybrid", training.graph, *profile, {.budget_bytes = budget, .threads = threads}));
   }
   ASSERT_TRUE(results[0].feasible);
   EXPECT_GT(results[0].evaluations, 100) << "too little refinement to exercise the threads";
@@ -173,7 +173,6 @@ TEST(Portfolio, TheBoundsChangeNoDecision) {
   absl::StatusOr<analysis::HardwareProfile> profile =
       analysis::LoadHardwareProfile("a100-40g-pcie4");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
-  const analysis::RooflineCostModel cost_model(*profile);
   int laid_out_with = 0;
   int laid_out_without = 0;
   for (const int64_t budget : {BudgetBetween(training.graph, *profile, 0.25),
@@ -182,13 +181,8 @@ TEST(Portfolio, TheBoundsChangeNoDecision) {
       SCOPED_TRACE(fmt::format("{} at {} bytes", name, budget));
       std::vector<PlanResult> results;
       for (const bool use_bounds : {true, false}) {
-        PlanningContext context(training.graph, cost_model, *profile,
-                                {.budget_bytes = budget, .use_bounds = use_bounds});
-        absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
-        ASSERT_TRUE(policy.ok());
-        absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
-        ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
-        results.push_back(*std::move(result));
+        results.push_back(Plan(name, training.graph, *profile,
+                               {.budget_bytes = budget, .use_bounds = use_bounds}));
       }
       EXPECT_EQ(results[0].evaluations, results[1].evaluations);
       EXPECT_EQ(results[1].laid_out, results[1].evaluations);

@@ -535,15 +535,13 @@ void LayOutArena(Program& program, int64_t enough_bytes) {
 int64_t LiveBytesPeak(const Program& program) {
   int64_t live = 0;
   int64_t peak = 0;
+  // The same allocs and frees LayOut hands the heap (host buffers have none).
   for (const Instruction& instruction : program.instructions) {
     if (instruction.kind == InstructionKind::kAlloc) {
-      const Buffer& buffer = program.buffer(instruction.buffer);
-      if (buffer.memory != Memory::kDevice) continue;
-      live += buffer.bytes;
+      live += program.buffer(instruction.buffer).bytes;
       peak = std::max(peak, live);
     } else if (instruction.kind == InstructionKind::kFree) {
-      const Buffer& buffer = program.buffer(instruction.buffer);
-      if (buffer.memory == Memory::kDevice) live -= buffer.bytes;
+      live -= program.buffer(instruction.buffer).bytes;
     }
   }
   return peak;

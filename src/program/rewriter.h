@@ -54,9 +54,6 @@ void AssignArena(Program& program, HeapAlgorithm& heap);
 HeapLayout LayOut(const Program& program, HeapAlgorithm& heap);
 void ApplyLayout(Program& program, const HeapLayout& layout);
 
-// Rewrite, then the smaller of the BestFitHeap and DecreasingSizeBestFitHeap
-// layouts. When the best-fit arena is at most `enough_bytes`, the second
-// layout is skipped (a planner that only needs the plan to fit saves time).
 // BuildProgram's second half: lays out a rewritten Program's arena.
 void LayOutArena(Program& program, int64_t enough_bytes = 0);
 
@@ -64,6 +61,9 @@ void LayOutArena(Program& program, int64_t enough_bytes = 0);
 // arena is smaller.
 int64_t LiveBytesPeak(const Program& program);
 
+// Rewrite, then the smaller of the BestFitHeap and DecreasingSizeBestFitHeap
+// layouts. When the best-fit arena is at most `enough_bytes`, the second
+// layout is skipped (a planner that only needs the plan to fit saves time).
 absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
                                      const std::vector<ir::NodeId>& schedule, const Plan& plan,
                                      int64_t enough_bytes = 0);
