@@ -3,14 +3,13 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "support/check.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 
 namespace spillway {
@@ -214,12 +213,8 @@ absl::StatusOr<NpyArray> ParseNpy(std::string_view bytes, std::string_view name)
 }
 
 absl::StatusOr<NpyArray> ReadNpyFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(fmt::format("cannot open '{}'", path));
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  if (file.bad()) return absl::DataLossError(fmt::format("cannot read '{}'", path));
-  return ParseNpy(bytes.str(), path);
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path, kMaxNpyFileBytes, ".npy file"));
+  return ParseNpy(bytes, path);
 }
 
 std::string SerializeNpy(NpyDType dtype, std::span<const int64_t> shape,
@@ -251,13 +246,7 @@ std::string SerializeNpy(NpyDType dtype, std::span<const int64_t> shape,
 
 absl::Status WriteNpyFile(const std::string& path, NpyDType dtype, std::span<const int64_t> shape,
                           std::span<const std::byte> data) {
-  const std::string bytes = SerializeNpy(dtype, shape, data);
-  std::ofstream file(path, std::ios::binary);
-  if (!file) return absl::PermissionDeniedError(fmt::format("cannot write '{}'", path));
-  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  file.close();
-  if (!file) return absl::DataLossError(fmt::format("cannot write '{}'", path));
-  return absl::OkStatus();
+  return WriteFileAtomically(path, SerializeNpy(dtype, shape, data), ".npy file");
 }
 
 }  // namespace spillway

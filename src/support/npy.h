@@ -32,6 +32,9 @@ struct NpyArray {
 
 // Parses the bytes of a .npy file; `name` (the file's path) prefixes errors.
 absl::StatusOr<NpyArray> ParseNpy(std::string_view bytes, std::string_view name);
+// The largest .npy file ReadNpyFile reads: 16 GiB, more than any input a
+// step takes on the machines Spillway plans for.
+inline constexpr int64_t kMaxNpyFileBytes = int64_t{16} << 30;
 absl::StatusOr<NpyArray> ReadNpyFile(const std::string& path);
 
 // A version 1.0 .npy file. The data size must match the shape.

@@ -138,7 +138,7 @@ TEST(Npy, RefusesWhatItCannotRepresentWithAReason) {
     EXPECT_THAT(array.status().message(), HasSubstr(bad.message));
   }
   EXPECT_THAT(ReadNpyFile("/nonexistent/x.npy").status().message(),
-              HasSubstr("cannot open '/nonexistent/x.npy'"));
+              HasSubstr("cannot open .npy file '/nonexistent/x.npy'"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -68,14 +69,20 @@ std::string FormatCount(double count) {
 }
 
 absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
-  std::string_view trimmed = Trim(text);
-  size_t split = 0;
-  while (split < trimmed.size() &&
-         (std::isdigit(static_cast<unsigned char>(trimmed[split])) || trimmed[split] == '.')) {
-    ++split;
+  const std::string_view trimmed = Trim(text);
+  // The number: digits with an optional fraction and exponent ("1.5", "4e9");
+  // from_chars finds where it ends, and what follows is the unit.
+  double value = 0;
+  const char* end = trimmed.data() + trimmed.size();
+  auto [stop, error] = std::from_chars(trimmed.data(), end, value, std::chars_format::general);
+  const bool starts_with_digit =
+      !trimmed.empty() && (std::isdigit(static_cast<unsigned char>(trimmed.front())) ||
+                           trimmed.front() == '.');
+  if (!starts_with_digit || error == std::errc::invalid_argument) {
+    return absl::InvalidArgumentError(fmt::format(
+        "'{}' is not a size: expected a number of bytes (4096, 1e9) or e.g. 16GiB, 512MiB", text));
   }
-  std::string_view number = trimmed.substr(0, split);
-  std::string suffix = Lower(Trim(trimmed.substr(split)));
+  const std::string suffix = Lower(Trim(std::string_view(stop, static_cast<size_t>(end - stop))));
   static const std::array<std::pair<std::string_view, double>, 11> kSuffixes = {{
       {"", 1},
       {"b", 1},
@@ -89,22 +96,21 @@ absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
       {"tb", 1e12},
       {"k", 1024.0},
   }};
-  double value = 0;
-  const std::string number_text(number);
-  char* end = nullptr;
-  if (!number.empty()) value = std::strtod(number_text.c_str(), &end);
-  if (number.empty() || end != number_text.c_str() + number_text.size()) {
-    return absl::InvalidArgumentError(
-        fmt::format("'{}' is not a size: expected a number of bytes or e.g. 16GiB, 512MiB", text));
-  }
   for (const auto& [name, scale] : kSuffixes) {
-    if (suffix == name) {
-      double bytes = std::floor(value * scale);
-      if (bytes > static_cast<double>(std::numeric_limits<int64_t>::max())) {
-        return absl::InvalidArgumentError(fmt::format("size '{}' is too large", text));
-      }
-      return static_cast<int64_t>(bytes);
+    if (suffix != name) continue;
+    const double bytes = value * scale;
+    // 2^63 is the first double past int64_t; from_chars says out of range
+    // for a number beyond double's.
+    if (error == std::errc::result_out_of_range || !(bytes < 0x1p63)) {
+      return absl::InvalidArgumentError(fmt::format("size '{}' is too large", text));
     }
+    // A size in a unit may land between bytes (1.1GB); a count of bytes must be whole.
+    if (scale == 1 && bytes != std::floor(bytes)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "'{}' is not a whole number of bytes: give bytes as an integer, or a unit (1.5GiB)",
+          text));
+    }
+    return static_cast<int64_t>(std::floor(bytes));
   }
   return absl::InvalidArgumentError(fmt::format(
       "'{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB", text, suffix));

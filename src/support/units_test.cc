@@ -28,11 +28,31 @@ TEST(ParseBytes, AcceptsPlainAndSuffixedSizes) {
   EXPECT_EQ(*ParseBytes("2KB"), 2000);
 }
 
+TEST(ParseBytes, AcceptsScientificNotationAsProfilesDo) {
+  EXPECT_EQ(*ParseBytes("1e9"), 1000000000);
+  EXPECT_EQ(*ParseBytes("4.5E9"), 4500000000);
+  EXPECT_EQ(*ParseBytes("1.5e3 MiB"), int64_t{1536000} << 10);
+}
+
+TEST(ParseBytes, RefusesAFractionOfAByte) {
+  absl::StatusOr<int64_t> parsed = ParseBytes("1.5");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(),
+            "'1.5' is not a whole number of bytes: give bytes as an integer, or a unit (1.5GiB)");
+  EXPECT_FALSE(ParseBytes("2.5B").ok());
+  EXPECT_EQ(*ParseBytes("1.1GB"), 1100000000);
+}
+
 TEST(ParseBytes, RejectsGarbageAndUnknownUnits) {
   EXPECT_FALSE(ParseBytes("").ok());
   EXPECT_FALSE(ParseBytes("lots").ok());
   EXPECT_FALSE(ParseBytes("12 parsecs").ok());
   EXPECT_FALSE(ParseBytes("1e30TiB").ok());
+  EXPECT_FALSE(ParseBytes("1e400").ok());
+  EXPECT_FALSE(ParseBytes("9223372036854775808").ok());
+  for (const char* bad : {"nan", "inf", "-1", "-5GiB", "e9", ".GiB", "1e"}) {
+    EXPECT_FALSE(ParseBytes(bad).ok()) << bad;
+  }
 }
 
 }  // namespace
