@@ -203,6 +203,7 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
     result.param_grads[param] = grad;
   }
   RETURN_IF_ERROR(AddUpdates(result, optimizer));
+  RETURN_IF_ERROR(ir::CheckGraphSize(result.graph));
   return result;
 }
 

@@ -2,13 +2,16 @@
 
 #include <array>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <utility>
 
 #include "fmt/format.h"
 #include "ir/op_registry.h"
 #include "support/check.h"
+#include "support/checked_math.h"
 #include "support/status_macros.h"
+#include "support/units.h"
 
 namespace spillway::ir {
 namespace {
@@ -77,6 +80,8 @@ ValueId Graph::NewValue(std::string name, TensorType type, ValueKind kind, NodeI
   value.kind = kind;
   value.producer = producer;
   value.output_index = output_index;
+  total_bytes_ = SaturatingAdd(
+      total_bytes_, value.type.Bytes().value_or(std::numeric_limits<int64_t>::max()));
   value_by_name_.emplace(value.name, value.id);
   values_.push_back(std::move(value));
   return values_.back().id;
@@ -208,6 +213,27 @@ std::vector<ValueId> Graph::InputsOfKind(ValueKind kind) const {
     if (value(id).kind == kind) result.push_back(id);
   }
   return result;
+}
+
+absl::Status CheckGraphSize(const Graph& graph) {
+  if (graph.total_bytes() <= kMaxGraphBytes) return absl::OkStatus();
+  const Value* largest = nullptr;
+  int64_t largest_bytes = -1;
+  for (const Value& value : graph.values()) {
+    const int64_t bytes = value.type.Bytes().value_or(std::numeric_limits<int64_t>::max());
+    if (bytes > largest_bytes) {
+      largest = &value;
+      largest_bytes = bytes;
+    }
+  }
+  const std::string total = graph.total_bytes() == std::numeric_limits<int64_t>::max()
+                                ? std::string("more than 8 EiB")
+                                : FormatBytes(graph.total_bytes());
+  return absl::InvalidArgumentError(fmt::format(
+      "the {} graph's tensors add up to {}, over the {} Spillway plans for (the largest is "
+      "'{}', {}): use a smaller batch or image",
+      graph.name(), total, FormatBytes(kMaxGraphBytes), largest->name,
+      ir::TypeToString(largest->type)));
 }
 
 }  // namespace spillway::ir

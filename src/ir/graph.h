@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ir/attributes.h"
 #include "ir/op_kind.h"
@@ -115,6 +116,10 @@ class Graph {
   // Graph inputs of one kind, in input order.
   std::vector<ValueId> InputsOfKind(ValueKind kind) const;
 
+  // The bytes of all values together, clamped to the largest int64_t (a value
+  // whose own size overflows counts as that).
+  int64_t total_bytes() const { return total_bytes_; }
+
  private:
   std::string UniqueValueName(std::string name);
   std::string UniqueNodeName(std::string name);
@@ -128,6 +133,18 @@ class Graph {
   std::vector<ValueId> outputs_;
   absl::flat_hash_map<std::string, ValueId> value_by_name_;
   absl::flat_hash_map<std::string, NodeId> node_by_name_;
+  int64_t total_bytes_ = 0;
 };
+
+// The most bytes a graph's values may add up to: 4 PiB, beyond any machine
+// Spillway plans for, and small enough that every sum a later stage forms
+// from them (arena offsets, live bytes, host pools, a rewritten program's
+// copies and recomputed clones) fits in int64_t with room to spare. Checking
+// it once where a graph is built is what keeps those sums from wrapping.
+inline constexpr int64_t kMaxGraphBytes = int64_t{1} << 52;
+
+// OK, or InvalidArgument naming the graph's total and the largest value when
+// its values add up to more than kMaxGraphBytes.
+absl::Status CheckGraphSize(const Graph& graph);
 
 }  // namespace spillway::ir

@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "support/check.h"
+#include "support/checked_math.h"
 
 namespace spillway::ir {
 namespace {
@@ -66,11 +67,11 @@ std::optional<Layout> ParseLayout(std::string_view name) {
 }
 
 std::optional<int64_t> NumElements(const Shape& shape) {
-  int64_t count = 1;
+  std::optional<int64_t> count = 1;
   for (int64_t dim : shape) {
     if (dim < 0) return std::nullopt;
-    if (dim != 0 && count > std::numeric_limits<int64_t>::max() / dim) return std::nullopt;
-    count *= dim;
+    count = CheckedMul(*count, dim);
+    if (!count) return std::nullopt;
   }
   return count;
 }
@@ -80,9 +81,7 @@ std::string ShapeToString(const Shape& shape) { return fmt::format("[{}]", fmt::
 std::optional<int64_t> TensorType::Bytes() const {
   std::optional<int64_t> count = NumElements(shape);
   if (!count) return std::nullopt;
-  int64_t size = DTypeSize(dtype);
-  if (*count > std::numeric_limits<int64_t>::max() / size) return std::nullopt;
-  return *count * size;
+  return CheckedMul(*count, DTypeSize(dtype));
 }
 
 int64_t TensorType::bytes() const {
