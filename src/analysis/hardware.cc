@@ -2,9 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <system_error>
 #include <type_traits>
 #include <variant>
@@ -13,6 +11,8 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "support/check.h"
+#include "support/file_io.h"
+#include "support/json_text.h"
 #include "support/status_macros.h"
 
 namespace spillway::analysis {
@@ -208,16 +208,7 @@ absl::Status ReadField(const Field& field, const Json& value, HardwareProfile& p
 
 // Parsing without the "hardware profile" context, which the callers add.
 absl::StatusOr<HardwareProfile> ParseProfile(std::string_view json_text) {
-  Json root;
-  try {
-    root = Json::parse(json_text.begin(), json_text.end());
-  } catch (const Json::parse_error& error) {
-    // what() starts with "[json.exception.parse_error.101] ", which says nothing to a user.
-    std::string_view message = error.what();
-    const size_t tag_end = message.find("] ");
-    if (tag_end != std::string_view::npos) message.remove_prefix(tag_end + 2);
-    return absl::InvalidArgumentError(fmt::format("not valid JSON: {}", message));
-  }
+  ASSIGN_OR_RETURN(const Json root, ParseStrictJson(json_text));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         fmt::format("must be a JSON object of fields, got {}", Quote(root)));
@@ -471,21 +462,16 @@ absl::StatusOr<HardwareProfile> LoadHardwareProfile(std::string_view name_or_pat
   for (const HardwareProfile& preset : HardwarePresets()) {
     if (preset.name == name_or_path) return preset;
   }
-  const std::filesystem::path path{std::string(name_or_path)};
+  const std::string path(name_or_path);
   std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) {
+  if (!std::filesystem::exists(path, error)) {
     return absl::NotFoundError(
         fmt::format("no hardware preset or profile file '{}'; the presets are {}", name_or_path,
                     PresetNames()));
   }
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  if (file.is_open()) text << file.rdbuf();
-  if (!file.is_open() || file.bad()) {
-    return absl::PermissionDeniedError(
-        fmt::format("cannot read hardware profile '{}'", name_or_path));
-  }
-  absl::StatusOr<HardwareProfile> profile = ParseProfile(text.str());
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadFileToString(path, kMaxHardwareProfileBytes, "hardware profile"));
+  absl::StatusOr<HardwareProfile> profile = ParseProfile(text);
   if (!profile.ok()) {
     return Annotate(profile.status(), fmt::format("hardware profile '{}'", name_or_path));
   }

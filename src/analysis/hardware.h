@@ -73,6 +73,10 @@ std::string HardwareProfileToJson(const HardwareProfile& profile);
 // The built-in profiles, in a stable order.
 const std::vector<HardwareProfile>& HardwarePresets();
 
+// The largest hardware profile file LoadHardwareProfile reads (a profile is
+// a few hundred bytes).
+inline constexpr int64_t kMaxHardwareProfileBytes = int64_t{1} << 20;
+
 // A preset by name, or else a JSON file at that path. Errors list the presets.
 absl::StatusOr<HardwareProfile> LoadHardwareProfile(std::string_view name_or_path);
 

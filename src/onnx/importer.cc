@@ -21,6 +21,7 @@
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 #include "support/check.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 
 namespace spillway::onnx {
@@ -707,17 +708,13 @@ absl::StatusOr<ImportedModel> ImportModel(std::string_view bytes, const ImportOp
 
 absl::StatusOr<ImportedModel> ImportModelFile(const std::string& path,
                                               const ImportOptions& options) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(fmt::format("cannot open ONNX file '{}'", path));
-  std::ostringstream bytes;
-  bytes << file.rdbuf();
-  if (!file && !file.eof()) return absl::DataLossError(fmt::format("cannot read '{}'", path));
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path, kMaxOnnxFileBytes, "ONNX file"));
   ImportOptions with_dir = options;
   if (with_dir.external_data_dir.empty()) {
     with_dir.external_data_dir = std::filesystem::path(path).parent_path().string();
     if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = ".";
   }
-  absl::StatusOr<ImportedModel> imported = ImportModel(bytes.str(), with_dir);
+  absl::StatusOr<ImportedModel> imported = ImportModel(bytes, with_dir);
   if (!imported.ok()) return Annotate(imported.status(), path);
   return imported;
 }

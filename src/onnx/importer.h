@@ -63,6 +63,10 @@ struct ImportedModel {
 // inference rejects, an opset outside 11..17, unknown input dimensions, or
 // nodes the importer does not support (all of them, each named with its op
 // type, opset and the reason).
+// The largest ONNX file ImportModelFile reads: protobuf's limit on one
+// message, 2 GiB (larger models keep their weights as external data).
+inline constexpr int64_t kMaxOnnxFileBytes = int64_t{2} << 30;
+
 absl::StatusOr<ImportedModel> ImportModel(std::string_view bytes, const ImportOptions& options);
 absl::StatusOr<ImportedModel> ImportModelFile(const std::string& path,
                                               const ImportOptions& options);

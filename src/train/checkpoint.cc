@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <optional>
 #include <string_view>
 
 #include "fmt/format.h"
 #include "support/check.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 
 namespace spillway::train {
@@ -200,14 +200,8 @@ absl::Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoi
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) {
-    return absl::NotFoundError(
-        fmt::format("cannot open checkpoint '{}': {}", path, std::strerror(errno)));
-  }
-  std::vector<char> contents((std::istreambuf_iterator<char>(stream)),
-                             std::istreambuf_iterator<char>());
-  if (stream.bad()) return absl::DataLossError(fmt::format("cannot read checkpoint '{}'", path));
+  ASSIGN_OR_RETURN(const std::string contents,
+                   ReadFileToString(path, kMaxCheckpointBytes, "checkpoint"));
   const std::span<const std::byte> bytes = std::as_bytes(std::span(contents));
 
   if (bytes.size() < kMagic.size() ||

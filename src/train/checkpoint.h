@@ -55,6 +55,10 @@ uint64_t ModelFingerprint(const ir::Graph& graph);
 
 absl::Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint);
 
+// The largest checkpoint ReadCheckpoint reads: 64 GiB of parameters,
+// buffers and optimizer state.
+inline constexpr int64_t kMaxCheckpointBytes = int64_t{64} << 30;
+
 // Errors name the file and the problem: missing, not a checkpoint, another
 // version, truncated, corrupt (checksum), malformed.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);

@@ -7,6 +7,7 @@
 #include "analysis/cost_model.h"
 #include "fmt/format.h"
 #include "sim/simulator.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 #include "train/checkpoint.h"
@@ -96,6 +97,10 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const RunOptions& options) {
   summary.budget_bytes = options_.budget_bytes;
   summary.arena_bytes = runtime_->arena_bytes();
   summary.planning_s = plan_.planning_s;
+  // A checkpoint that cannot be written is found before the steps run.
+  if (!options.save_path.empty()) {
+    RETURN_IF_ERROR(CheckOutputPath(options.save_path, "checkpoint"));
+  }
   double seconds = 0;
   double recompute_seconds = 0;
   for (int64_t i = 0; i < options.steps; ++i) {
