@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_isa.h"
 #include "backends/reference/reference_backend.h"
+#include "cli/option_validators.h"
 #include "fmt/format.h"
 #include "support/status_macros.h"
 
@@ -22,7 +23,7 @@ void AddBackendFlags(CLI::App& command, BackendFlags& flags) {
                   fmt::format("Threads per kernel on the cpu backend, 1 to {}; results are bitwise "
                               "reproducible for a given count and ISA path (docs/training.md)",
                               kMaxThreads))
-      ->check(CLI::Range(1, kMaxThreads))
+      ->check(Integer(1, kMaxThreads))
       ->capture_default_str();
 }
 

@@ -13,12 +13,14 @@
 
 #include "cli/backend_flags.h"
 #include "cli/commands.h"
+#include "cli/option_validators.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
 #include "fmt/ostream.h"
 #include "fmt/ranges.h"
 #include "nlohmann/json.hpp"
 #include "runtime/forward.h"
+#include "support/file_io.h"
 #include "support/npy.h"
 #include "support/status_macros.h"
 #include "support/units.h"
@@ -199,6 +201,13 @@ std::string FileName(std::string_view name) {
   return file + ".npy";
 }
 
+// An ONNX model's outputs go by the file's names, a built-in model's by value names.
+const std::string& OutputName(const Workload& workload, size_t i) {
+  return workload.output_names.empty()
+             ? workload.graph.value(workload.graph.outputs()[i]).name
+             : workload.output_names[i];
+}
+
 absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags.workload, WorkloadOutputs::kAny));
   const ir::Graph& graph = workload.graph;
@@ -207,12 +216,39 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   runtime::ForwardInputs bytes;
   for (const auto& [name, input] : inputs) bytes.emplace(name, input.bytes);
   for (const auto& [name, value] : model_values) bytes.emplace(name, value);
+  // Every output file is checked before the model runs, and all of them are
+  // written together once it has: a failure leaves none.
+  std::vector<std::string> files(graph.outputs().size());
   if (!flags.output_dir.empty()) {
     std::error_code error;
-    std::filesystem::create_directories(flags.output_dir, error);
-    if (error) {
+    if (std::filesystem::exists(flags.output_dir, error) &&
+        !std::filesystem::is_directory(flags.output_dir, error)) {
       return absl::InvalidArgumentError(
-          fmt::format("cannot create --output-dir '{}': {}", flags.output_dir, error.message()));
+          fmt::format("--output-dir '{}' exists and is not a directory", flags.output_dir));
+    }
+    // The directory is created after the run; what must exist now is a
+    // writable directory to create it in.
+    std::filesystem::path existing = flags.output_dir;
+    while (!existing.empty() && !std::filesystem::exists(existing, error)) {
+      existing = existing.parent_path();
+    }
+    RETURN_IF_ERROR(CheckOutputPath((existing / "output.npy").string(), "--output-dir"));
+    for (size_t i = 0; i < graph.outputs().size(); ++i) {
+      const ir::Value& value = graph.value(graph.outputs()[i]);
+      const std::string& name = OutputName(workload, i);
+      if (!ToNpy(value.type.dtype)) {
+        return absl::InvalidArgumentError(
+            fmt::format("output '{}' is {}; only f32 and i64 outputs can be written", name,
+                        ir::DTypeName(value.type.dtype)));
+      }
+      files[i] = (std::filesystem::path(flags.output_dir) / FileName(name)).string();
+      for (size_t j = 0; j < i; ++j) {
+        if (files[j] == files[i]) {
+          return absl::InvalidArgumentError(fmt::format(
+              "outputs '{}' and '{}' would both be written to '{}'", OutputName(workload, j),
+              name, files[i]));
+        }
+      }
     }
   }
 
@@ -223,19 +259,26 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   std::vector<OutputSummary> outputs;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     const ir::Value& value = graph.value(graph.outputs()[i]);
-    // An ONNX model's outputs go by the file's names, a built-in model's by value names.
-    const std::string& name = workload.output_names.empty() ? value.name : workload.output_names[i];
-    OutputSummary& summary = outputs.emplace_back(Summarize(name, value, result.outputs[i]));
-    if (flags.output_dir.empty()) continue;
-    const std::optional<NpyDType> dtype = ToNpy(value.type.dtype);
-    if (!dtype) {
-      return absl::UnimplementedError(
-          fmt::format("output '{}' is {}; only f32 and i64 outputs can be written", name,
-                      ir::DTypeName(value.type.dtype)));
+    outputs.push_back(Summarize(OutputName(workload, i), value, result.outputs[i]));
+    outputs.back().file = files[i];
+  }
+  if (!flags.output_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(flags.output_dir, error);
+    if (error) {
+      return absl::InvalidArgumentError(
+          fmt::format("cannot create --output-dir '{}': {}", flags.output_dir, error.message()));
     }
-    summary.file = (std::filesystem::path(flags.output_dir) / FileName(name)).string();
-    RETURN_IF_ERROR(WriteNpyFile(summary.file, *dtype, summary.shape,
-                                 runtime::ToFrameworkOrder(value.type, result.outputs[i])));
+    OutputFiles written;
+    for (size_t i = 0; i < graph.outputs().size(); ++i) {
+      const ir::Value& value = graph.value(graph.outputs()[i]);
+      RETURN_IF_ERROR(written.Add(
+          files[i],
+          SerializeNpy(*ToNpy(value.type.dtype), outputs[i].shape,
+                       runtime::ToFrameworkOrder(value.type, result.outputs[i])),
+          "output"));
+    }
+    RETURN_IF_ERROR(written.Commit());
   }
 
   // Counted as `spillway inspect` counts them: the elements of every parameter.
@@ -302,9 +345,11 @@ CommandRunner AddForwardCommand(CLI::App& app) {
       "dropout masks");
   command->add_option("--input", flags->inputs,
                       "An input's values: NAME=FILE.npy, float32 or int64 in ONNX order (NCHW "
-                      "for images) (repeatable); inputs not given are uniform from --seed");
+                      "for images) (repeatable); inputs not given are uniform from --seed")
+      ->check(NotEmpty());
   command->add_option("--output-dir", flags->output_dir,
-                      "Write each output as DIR/<name>.npy, in ONNX order");
+                      "Write each output as DIR/<name>.npy, in ONNX order")
+      ->check(NotEmpty());
   AddBackendFlags(*command, flags->backend);
   command->add_flag("--json", flags->json,
                     "Print the parameter count, the inputs' sources and each output's name, shape "

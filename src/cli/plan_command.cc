@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +13,7 @@
 #include "analysis/hardware.h"
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
+#include "cli/option_validators.h"
 #include "cli/planning_progress.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
@@ -22,6 +22,7 @@
 #include "planner/planner.h"
 #include "sim/chrome_trace.h"
 #include "sim/memory_plot.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -50,11 +51,13 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
   command
       .add_option("--hardware", flags.hardware,
                   "Hardware profile: a preset (see `spillway hardware`) or a JSON file")
+      ->check(NotEmpty())
       ->capture_default_str();
   command.add_option("--budget", flags.budget,
                      "Device memory for the step: bytes (16GiB, 512MiB, 17179869184) or a share "
                      "of the profile's memory (60%); default: the profile's memory less its "
-                     "reserve");
+                     "reserve")
+      ->check(NotEmpty());
   command
       .add_option("--math-mode", flags.math_mode,
                   "Arithmetic of convolutions and matrix products, for their compute rate")
@@ -192,15 +195,6 @@ void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload
   PrintPlanning(out, result);
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return absl::InvalidArgumentError(fmt::format("cannot write '{}'", path));
-  file << contents;
-  file.close();
-  if (!file) return absl::InternalError(fmt::format("writing '{}' failed", path));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 CommandRunner AddPlanCommand(CLI::App& app) {
@@ -212,30 +206,46 @@ CommandRunner AddPlanCommand(CLI::App& app) {
       ->check(CLI::IsMember(planner::PolicyNames()))
       ->capture_default_str();
   command->add_option("--trace", flags->trace_path,
-                      "Write the simulated step as a Chrome trace (open in Perfetto)");
+                      "Write the simulated step as a Chrome trace (open in Perfetto)")
+      ->check(NotEmpty());
   command->add_option("--memory-plot", flags->memory_plot_path,
-                      "Write device memory over the step as an SVG plot");
+                      "Write device memory over the step as an SVG plot")
+      ->check(NotEmpty());
   command->add_option("--dump-program", flags->program_path,
-                      "Write the Program (every instruction, buffer and event) as text");
+                      "Write the Program (every instruction, buffer and event) as text")
+      ->check(NotEmpty());
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
+    // The outputs are checked before planning, and written together at the end.
+    const std::vector<std::pair<std::string, std::string>> outputs = {
+        {flags->trace_path, "trace"},
+        {flags->memory_plot_path, "memory plot"},
+        {flags->program_path, "program dump"}};
+    for (const auto& [path, what] : outputs) {
+      if (!path.empty()) RETURN_IF_ERROR(CheckOutputPath(path, what));
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload));
     ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(flags->policy, *workload));
     const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
+    OutputFiles files;
     if (!flags->trace_path.empty()) {
       RETURN_IF_ERROR(
-          WriteFile(flags->trace_path,
-                    sim::ChromeTraceJson(result.best.program, result.best.simulation, title)));
+          files.Add(flags->trace_path,
+                    sim::ChromeTraceJson(result.best.program, result.best.simulation, title),
+                    "trace"));
     }
     if (!flags->memory_plot_path.empty()) {
-      RETURN_IF_ERROR(WriteFile(flags->memory_plot_path,
+      RETURN_IF_ERROR(files.Add(flags->memory_plot_path,
                                 sim::MemoryPlotSvg(result.best.simulation, workload->budget_bytes,
-                                                   result.best.arena_bytes(), title)));
+                                                   result.best.arena_bytes(), title),
+                                "memory plot"));
     }
     if (!flags->program_path.empty()) {
-      RETURN_IF_ERROR(WriteFile(flags->program_path, program::ProgramToText(result.best.program)));
+      RETURN_IF_ERROR(files.Add(flags->program_path,
+                                program::ProgramToText(result.best.program), "program dump"));
     }
+    RETURN_IF_ERROR(files.Commit());
     if (flags->json) {
       out << ResultToJson(result, none, nullptr, workload->budget_bytes).dump(2) << "\n";
     } else {

@@ -10,12 +10,14 @@
 #include "analysis/hardware.h"
 #include "cli/backend_flags.h"
 #include "cli/commands.h"
+#include "cli/option_validators.h"
 #include "cli/planning_progress.h"
 #include "cli/workload_flags.h"
 #include "fmt/format.h"
 #include "fmt/ostream.h"
 #include "nlohmann/json.hpp"
 #include "planner/planner.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 #include "train/trainer.h"
@@ -53,12 +55,13 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
       "the synthetic data, the shuffling of a data directory and the dropout masks");
   command.add_option("--budget", flags.budget,
                      "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
-                     "the profile's memory (60%); default: the profile's memory less its reserve");
+                     "the profile's memory (60%); default: the profile's memory less its reserve")
+      ->check(NotEmpty());
   command.add_option("--policy", flags.policy, "none, swap, recompute, hybrid-seed or hybrid")
       ->check(CLI::IsMember(planner::PolicyNames()))
       ->capture_default_str();
   command.add_option("--steps", flags.steps, "Training steps to run (after the resumed ones)")
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveInteger())
       ->capture_default_str();
   command.add_option("--optimizer", flags.optimizer, "sgd (with momentum) or adamw")
       ->check(CLI::IsMember({"sgd", "adamw"}))
@@ -67,40 +70,44 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
       .add_option("--lr", flags.lr,
                   fmt::format("Learning rate (default {} for sgd, {} for adamw)", kDefaultSgdLr,
                               kDefaultAdamLr))
-      ->check(CLI::PositiveNumber);
+      ->check(Number(kPositiveNumber));
   command.add_option("--momentum", flags.momentum, "SGD momentum (0: plain SGD)")
-      ->check(CLI::Range(0.0, 0.999999))
+      ->check(Number(kFraction))
       ->capture_default_str();
   command
       .add_option("--weight-decay", flags.weight_decay,
                   "Weight decay: L2 for sgd, decoupled for adamw")
-      ->check(CLI::NonNegativeNumber)
+      ->check(Number(kNonNegativeNumber))
       ->capture_default_str();
   command
       .add_option("--data", flags.data,
                   "'synthetic' (learnable, generated from --seed) or a directory of images: "
                   "DIR/<class>/*.png|jpg for classifiers, DIR/images + DIR/masks for "
                   "segmentation (docs/training.md)")
+      ->check(NotEmpty())
       ->capture_default_str();
   command.add_option("--save", flags.save,
-                     "Write a checkpoint here after the last step (and every --save-every steps)");
+                     "Write a checkpoint here after the last step (and every --save-every steps)")
+      ->check(NotEmpty());
   command
       .add_option("--save-every", flags.save_every, "Also save every K steps (0: only at the end)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegativeInteger())
       ->capture_default_str();
   command.add_option("--resume", flags.resume,
-                     "Continue from a checkpoint of the same model, optimizer and --seed");
+                     "Continue from a checkpoint of the same model, optimizer and --seed")
+      ->check(NotEmpty());
   AddBackendFlags(command, flags.backend);
   command
       .add_option("--hardware", flags.hardware,
                   "Hardware profile the planner costs the step with: a preset (see `spillway "
                   "hardware`) or a JSON file")
+      ->check(NotEmpty())
       ->capture_default_str();
   AddPlannerFlags(command, flags.planner);
   command
       .add_option("--log-every", flags.log_every,
                   "When output is not a terminal, print a progress line every K steps")
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveInteger())
       ->capture_default_str();
   command.add_flag("--json", flags.json,
                    "Print the summary as JSON on stdout (progress goes to stderr); keys in "
@@ -236,6 +243,8 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     if (flags->save_every > 0 && flags->save.empty()) {
       return absl::InvalidArgumentError("--save-every needs --save PATH");
     }
+    // Before planning and training, not after them.
+    if (!flags->save.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->save, "checkpoint"));
     if (!flags->workload.onnx.empty() && flags->workload.loss.empty()) {
       return absl::InvalidArgumentError(
           "train --onnx needs --loss cross-entropy: the trainer feeds labels to the loss it adds "

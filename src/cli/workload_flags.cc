@@ -1,6 +1,7 @@
 #include "cli/workload_flags.h"
 
 #include "fmt/format.h"
+#include "cli/option_validators.h"
 #include "models/models.h"
 #include "onnx/importer.h"
 #include "support/status_macros.h"
@@ -9,44 +10,70 @@ namespace spillway::cli {
 
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   models::ModelOptions& o = flags.options;
-  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)");
+  command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")
+      ->check(NotEmpty());
   command.add_option("--onnx", flags.onnx,
                      "ONNX model file instead of --model; its input shapes come from the file, "
-                     "--input-shape and --batch (docs/onnx.md)");
+                     "--input-shape and --batch (docs/onnx.md)")
+      ->check(NotEmpty());
   command.add_option("--input-shape", flags.input_shapes,
-                     "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)");
+                     "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)")
+      ->check(NotEmpty());
   command.add_option("--loss", flags.loss, "--onnx: loss over the model's output")
       ->check(CLI::IsMember({"cross-entropy"}));
   command.add_option("--freeze", flags.frozen,
                      "--onnx: do not train the initializers whose names start with this prefix "
-                     "(repeatable), e.g. a backbone's");
+                     "(repeatable), e.g. a backbone's")
+      ->check(NotEmpty());
   command
       .add_option("--batch", flags.batch,
                   "Batch size (default 1; with --onnx, the first dimension of every input)")
-      ->check(CLI::PositiveNumber);
-  command.add_option("--image", flags.image, "Square image size: height and width in pixels");
-  command.add_option("--height", flags.height, "Image height in pixels (default 224)");
-  command.add_option("--width", flags.width, "Image width in pixels (default 224)");
-  command.add_option("--classes", o.classes,
-                     "Output classes (default: 1000 for classifiers, 21 for deeplabv3plus, "
-                     "2 for unet)");
-  command.add_option("--in-channels", o.in_channels, "Input image channels")->capture_default_str();
+      ->check(PositiveInteger());
+  command.add_option("--image", flags.image, "Square image size: height and width in pixels")
+      ->check(PositiveInteger());
+  command.add_option("--height", flags.height, "Image height in pixels (default 224)")
+      ->check(PositiveInteger());
+  command.add_option("--width", flags.width, "Image width in pixels (default 224)")
+      ->check(PositiveInteger());
+  command
+      .add_option("--classes", o.classes,
+                  "Output classes (default: 1000 for classifiers, 21 for deeplabv3plus, "
+                  "2 for unet)")
+      ->check(PositiveInteger());
+  command.add_option("--in-channels", o.in_channels, "Input image channels")
+      ->check(PositiveInteger())
+      ->capture_default_str();
   command.add_option("--base-width", o.base_width, "Channels of the first stage (resnet*, unet)")
+      ->check(PositiveInteger())
       ->capture_default_str();
   command.add_option("--backbone", o.backbone, "deeplabv3plus backbone: resnet50 or resnet101")
       ->check(CLI::IsMember({"resnet50", "resnet101"}))
       ->capture_default_str();
   command.add_option("--depth", o.depth, "unet: number of 2x2 downsamplings")
+      ->check(PositiveInteger())
       ->capture_default_str();
-  command.add_option(
-      "--dropout", o.dropout,
-      "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)");
-  command.add_option("--seed", o.seed, "Seed of the first dropout mask")->capture_default_str();
-  command.add_option("--layers", o.n_layer, "gpt2: transformer blocks")->capture_default_str();
-  command.add_option("--heads", o.n_head, "gpt2: attention heads")->capture_default_str();
-  command.add_option("--d-model", o.d_model, "gpt2: model width")->capture_default_str();
-  command.add_option("--seq-len", o.seq_len, "gpt2: sequence length")->capture_default_str();
-  command.add_option("--vocab", o.vocab, "gpt2: vocabulary size")->capture_default_str();
+  command
+      .add_option("--dropout", o.dropout,
+                  "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)")
+      ->check(Number(kFraction));
+  command.add_option("--seed", o.seed, "Seed of the first dropout mask")
+      ->check(NonNegativeInteger())
+      ->capture_default_str();
+  command.add_option("--layers", o.n_layer, "gpt2: transformer blocks")
+      ->check(PositiveInteger())
+      ->capture_default_str();
+  command.add_option("--heads", o.n_head, "gpt2: attention heads")
+      ->check(PositiveInteger())
+      ->capture_default_str();
+  command.add_option("--d-model", o.d_model, "gpt2: model width")
+      ->check(PositiveInteger())
+      ->capture_default_str();
+  command.add_option("--seq-len", o.seq_len, "gpt2: sequence length")
+      ->check(PositiveInteger())
+      ->capture_default_str();
+  command.add_option("--vocab", o.vocab, "gpt2: vocabulary size")
+      ->check(PositiveInteger())
+      ->capture_default_str();
 }
 
 namespace {
@@ -68,6 +95,7 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutp
   options.frozen = flags.frozen;
   ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModelFile(flags.onnx, options));
   const ir::Graph& graph = model.graph;
+  RETURN_IF_ERROR(ir::CheckGraphSize(graph));
   if (outputs == WorkloadOutputs::kScalarLoss && options.loss == onnx::LossKind::kNone &&
       (graph.outputs().size() != 1 || graph.value(graph.outputs()[0]).type.rank() != 0)) {
     return absl::InvalidArgumentError(fmt::format(
@@ -99,6 +127,7 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
   if (flags.width) flags.options.width = *flags.width;
   if (flags.batch) flags.options.batch = *flags.batch;
   ASSIGN_OR_RETURN(ir::Graph graph, models::BuildModel(flags.model, flags.options));
+  RETURN_IF_ERROR(ir::CheckGraphSize(graph));
   return Workload{std::move(graph), {}, {}};
 }
 
@@ -107,7 +136,7 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
       .add_option("--time-limit", options.time_limit_s,
                   "Safety net: seconds after which the hybrid planner stops refining even if "
                   "it has not converged (the output then says so); meant never to be reached")
-      ->check(CLI::PositiveNumber)
+      ->check(Number(kPositiveNumber))
       ->capture_default_str();
   command
       .add_option(
@@ -115,20 +144,20 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
           "Stop each of the hybrid planner's refinements after this many candidate plans (0: "
           "no cap); either way the plan is the same on every "
           "machine")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegativeInteger())
       ->capture_default_str();
   command
       .add_option("--plan-threads", options.threads,
                   "Threads that evaluate the hybrid planner's candidate plans side by side (0: "
                   "this machine's, at most 8); the plan is the same with any number")
-      ->check(CLI::Range(0, 1024))
+      ->check(Integer(0, 1024))
       ->capture_default_str();
   command
       .add_option("--refine-passes", options.max_refine_passes,
                   "Passes of the hybrid planner's refinement moves, each pass trying every move "
                   "once, until a pass improves nothing (0: no limit, full convergence; slower on "
                   "large graphs)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegativeInteger())
       ->capture_default_str();
 }
 
