@@ -16,10 +16,14 @@
 // Memory: the runtime allocates device memory exactly once per Program, the
 // arena, with the Program's planned size, and places every device buffer at
 // its planned offset inside it. Host memory holds spilled tensors; on CUDA it
-// must be pinned so that copies overlap with compute.
+// must be pinned so that copies overlap with compute. Before allocating, the
+// runtime checks the arena and the host pool against what the backend says is
+// available, so an oversized Program fails with a message instead of being
+// killed by the kernel.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -28,6 +32,16 @@
 #include "program/program.h"
 
 namespace spillway::backends {
+
+// The memory a Program may use on a backend, read before the runtime
+// allocates anything: free device memory and available host memory in bytes
+// (nullopt where unknown), and whether the two are one pool (the CPU
+// backend's device memory is host memory).
+struct AvailableMemory {
+  std::optional<int64_t> device_bytes;
+  std::optional<int64_t> host_bytes;
+  bool shared = false;
+};
 
 class Backend {
  public:
@@ -43,6 +57,11 @@ class Backend {
   // Host memory for spilled tensors, aligned to kTensorAlignment.
   virtual absl::StatusOr<void*> AllocateHost(int64_t bytes) = 0;
   virtual void FreeHost(void* memory) = 0;
+
+  // What is free now. Allocation alone does not tell: Linux overcommits, and
+  // an arena larger than the machine fails only when its pages are touched,
+  // by the kernel killing the process. Unknown by default.
+  virtual AvailableMemory Available() const { return {}; }
 
   // Runs (or enqueues) one node on a stream.
   virtual absl::Status RunKernel(program::Stream stream, const KernelCall& call) = 0;

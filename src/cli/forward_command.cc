@@ -211,6 +211,7 @@ const std::string& OutputName(const Workload& workload, size_t i) {
 absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags.workload, WorkloadOutputs::kAny));
   const ir::Graph& graph = workload.graph;
+  RETURN_IF_ERROR(train::CheckStateFitsHost(graph));
   ASSIGN_OR_RETURN(const auto inputs, GatherInputs(graph, flags));
   ASSIGN_OR_RETURN(const auto model_values, ModelValues(workload, flags));
   runtime::ForwardInputs bytes;

@@ -1,11 +1,12 @@
 // spillway: plan and run deep-network training under a device memory budget.
 #include <unistd.h>
 
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -153,7 +154,15 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   for (const spillway::cli::CommandRunner& run : commands) {
-    const absl::Status status = run(std::cout);
+    absl::Status status;
+    try {
+      status = run(std::cout);
+    } catch (const std::bad_alloc&) {
+      // The commands check their sizes against the machine before they
+      // allocate; this is the net under what those checks cannot foresee.
+      PrintError("out of host memory");
+      return kMachineError;
+    }
     if (!status.ok()) {
       PrintError(spillway::StatusMessage(status));
       return ExitCodeOf(status);

@@ -1,79 +1,124 @@
 #include "cli/workload_flags.h"
 
-#include "fmt/format.h"
+#include <algorithm>
+
 #include "cli/option_validators.h"
+#include "fmt/format.h"
 #include "models/models.h"
 #include "onnx/importer.h"
 #include "support/status_macros.h"
 
 namespace spillway::cli {
 
+std::string ModelOptionFlag(std::string_view field) {
+  if (field == "n_layer") return "--layers";
+  if (field == "n_head") return "--heads";
+  std::string flag = "--" + std::string(field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+namespace {
+
+// Records each value CLI11 parses for `option` (it never calls this for a
+// default) as a given model option that sets `field`.
+CLI::Option* Given(CLI::Option* option, WorkloadFlags& flags, std::string field) {
+  return option->each([&flags, field, spelt = option->get_name()](const std::string&) {
+    flags.given.push_back({field, spelt});
+  });
+}
+
+}  // namespace
+
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
   models::ModelOptions& o = flags.options;
   command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")
       ->check(NotEmpty());
-  command.add_option("--onnx", flags.onnx,
-                     "ONNX model file instead of --model; its input shapes come from the file, "
-                     "--input-shape and --batch (docs/onnx.md)")
+  command
+      .add_option("--onnx", flags.onnx,
+                  "ONNX model file instead of --model; its input shapes come from the file, "
+                  "--input-shape and --batch (docs/onnx.md)")
       ->check(NotEmpty());
-  command.add_option("--input-shape", flags.input_shapes,
-                     "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)")
+  command
+      .add_option("--input-shape", flags.input_shapes,
+                  "--onnx: shape of an input in ONNX order, NAME=1x3x224x224 (repeatable)")
       ->check(NotEmpty());
   command.add_option("--loss", flags.loss, "--onnx: loss over the model's output")
       ->check(CLI::IsMember({"cross-entropy"}));
-  command.add_option("--freeze", flags.frozen,
-                     "--onnx: do not train the initializers whose names start with this prefix "
-                     "(repeatable), e.g. a backbone's")
+  command
+      .add_option("--freeze", flags.frozen,
+                  "--onnx: do not train the initializers whose names start with this prefix "
+                  "(repeatable), e.g. a backbone's")
       ->check(NotEmpty());
-  command
-      .add_option("--batch", flags.batch,
-                  "Batch size (default 1; with --onnx, the first dimension of every input)")
-      ->check(PositiveInteger());
-  command.add_option("--image", flags.image, "Square image size: height and width in pixels")
-      ->check(PositiveInteger());
-  command.add_option("--height", flags.height, "Image height in pixels (default 224)")
-      ->check(PositiveInteger());
-  command.add_option("--width", flags.width, "Image width in pixels (default 224)")
-      ->check(PositiveInteger());
-  command
-      .add_option("--classes", o.classes,
-                  "Output classes (default: 1000 for classifiers, 21 for deeplabv3plus, "
-                  "2 for unet)")
-      ->check(PositiveInteger());
-  command.add_option("--in-channels", o.in_channels, "Input image channels")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command.add_option("--base-width", o.base_width, "Channels of the first stage (resnet*, unet)")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command.add_option("--backbone", o.backbone, "deeplabv3plus backbone: resnet50 or resnet101")
-      ->check(CLI::IsMember({"resnet50", "resnet101"}))
-      ->capture_default_str();
-  command.add_option("--depth", o.depth, "unet: number of 2x2 downsamplings")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command
-      .add_option("--dropout", o.dropout,
-                  "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)")
-      ->check(Number(kFraction));
+  Given(command
+            .add_option("--batch", flags.batch,
+                        "Batch size (default 1; with --onnx, the first dimension of every input)")
+            ->check(PositiveInteger()),
+        flags, "batch");
+  Given(command.add_option("--image", flags.image, "Square image size: height and width in pixels")
+            ->check(PositiveInteger()),
+        flags, "height");
+  Given(command.add_option("--height", flags.height, "Image height in pixels (default 224)")
+            ->check(PositiveInteger()),
+        flags, "height");
+  Given(command.add_option("--width", flags.width, "Image width in pixels (default 224)")
+            ->check(PositiveInteger()),
+        flags, "width");
+  Given(command
+            .add_option("--classes", o.classes,
+                        "Output classes (default: 1000 for classifiers, 21 for deeplabv3plus, "
+                        "2 for unet)")
+            ->check(PositiveInteger()),
+        flags, "classes");
+  Given(command.add_option("--in-channels", o.in_channels, "Input image channels")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "in_channels");
+  Given(command
+            .add_option("--base-width", o.base_width, "Channels of the first stage (resnet*, unet)")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "base_width");
+  Given(
+      command.add_option("--backbone", o.backbone, "deeplabv3plus backbone: resnet50 or resnet101")
+          ->check(CLI::IsMember({"resnet50", "resnet101"}))
+          ->capture_default_str(),
+      flags, "backbone");
+  Given(command.add_option("--depth", o.depth, "unet: number of 2x2 downsamplings")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "depth");
+  Given(command
+            .add_option(
+                "--dropout", o.dropout,
+                "Dropout probability (default: 0.5 for vgg16 and deeplabv3plus, 0.1 for gpt2)")
+            ->check(Number(kFraction)),
+        flags, "dropout");
+  // Never refused as not applying: train and forward initialize and feed
+  // every model from it.
   command.add_option("--seed", o.seed, "Seed of the first dropout mask")
       ->check(NonNegativeInteger())
       ->capture_default_str();
-  command.add_option("--layers", o.n_layer, "gpt2: transformer blocks")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command.add_option("--heads", o.n_head, "gpt2: attention heads")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command.add_option("--d-model", o.d_model, "gpt2: model width")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command.add_option("--seq-len", o.seq_len, "gpt2: sequence length")
-      ->check(PositiveInteger())
-      ->capture_default_str();
-  command.add_option("--vocab", o.vocab, "gpt2: vocabulary size")
-      ->check(PositiveInteger())
-      ->capture_default_str();
+  Given(command.add_option("--layers", o.n_layer, "gpt2: transformer blocks")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "n_layer");
+  Given(command.add_option("--heads", o.n_head, "gpt2: attention heads")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "n_head");
+  Given(command.add_option("--d-model", o.d_model, "gpt2: model width")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "d_model");
+  Given(command.add_option("--seq-len", o.seq_len, "gpt2: sequence length")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "seq_len");
+  Given(command.add_option("--vocab", o.vocab, "gpt2: vocabulary size")
+            ->check(PositiveInteger())
+            ->capture_default_str(),
+        flags, "vocab");
 }
 
 namespace {
@@ -83,6 +128,16 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutp
     return absl::InvalidArgumentError(
         "with --onnx, give image sizes with --input-shape NAME=NxCxHxW instead of "
         "--image/--height/--width");
+  }
+  // An ONNX model's sizes come from its file: of the model options, only
+  // --batch and --seed reach it.
+  for (const models::GivenOption& given : flags.given) {
+    if (given.field != "batch") {
+      return absl::InvalidArgumentError(fmt::format(
+          "{} does not apply to an ONNX model (its sizes come from the file); with --onnx, "
+          "the model options are --batch, --input-shape and --seed",
+          given.spelt));
+    }
   }
   onnx::ImportOptions options;
   for (const std::string& text : flags.input_shapes) {
@@ -116,6 +171,7 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
   if (!flags.input_shapes.empty() || !flags.loss.empty() || !flags.frozen.empty()) {
     return absl::InvalidArgumentError("--input-shape, --loss and --freeze go with --onnx");
   }
+  RETURN_IF_ERROR(models::CheckOptionsApply(flags.model, flags.given, ModelOptionFlag));
   if (flags.image && (flags.height || flags.width)) {
     return absl::InvalidArgumentError("give either --image or --height/--width, not both");
   }

@@ -7,12 +7,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
 #include "models/model_options.h"
+#include "models/models.h"
 #include "planner/planner.h"
 
 namespace spillway::cli {
@@ -30,7 +32,13 @@ struct WorkloadFlags {
   std::optional<int64_t> height;
   std::optional<int64_t> width;
   models::ModelOptions options;
+  // The model options given on the command line (never their defaults), so a
+  // model that does not read one refuses it by name.
+  std::vector<models::GivenOption> given;
 };
+
+// The flag that sets a ModelOptions field: "n_layer" -> "--layers".
+std::string ModelOptionFlag(std::string_view field);
 
 // Adds --model or --onnx (with --input-shape and --loss), --batch, --image,
 // --height, --width, --classes and the model-specific options to `command`.

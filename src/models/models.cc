@@ -1,5 +1,6 @@
 #include "models/models.h"
 
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -132,6 +133,28 @@ absl::StatusOr<ir::Graph> BuildModel(std::string_view name, const ModelOptions& 
   }
   return absl::NotFoundError(
       fmt::format("unknown model '{}'; known models: {}", name, fmt::join(known, ", ")));
+}
+
+absl::Status CheckOptionsApply(std::string_view model, const std::vector<GivenOption>& given,
+                               const std::function<std::string(std::string_view)>& spell) {
+  for (const ModelEntry& entry : Registry()) {
+    if (entry.info.name != model) continue;
+    const std::vector<ModelOptionInfo>& reads = entry.info.options;
+    for (const GivenOption& option : given) {
+      const bool read = std::any_of(reads.begin(), reads.end(), [&](const ModelOptionInfo& info) {
+        return info.name == option.field;
+      });
+      if (read) continue;
+      std::vector<std::string> spelt;
+      for (const ModelOptionInfo& info : reads) spelt.push_back(spell(info.name));
+      return absl::InvalidArgumentError(
+          fmt::format("{} does not apply to {}; its options are {}",
+                      option.spelt.empty() ? spell(option.field) : option.spelt, model,
+                      fmt::join(spelt, ", ")));
+    }
+    return absl::OkStatus();
+  }
+  return BuildModel(model, ModelOptions{}).status();  // the unknown-model error
 }
 
 std::vector<ModelInfo> ListModels() {

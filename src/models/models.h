@@ -2,6 +2,7 @@
 // by name. Each graph ends in a scalar loss, its only output.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,23 @@ absl::StatusOr<ir::Graph> BuildModel(std::string_view name, const ModelOptions& 
 
 // Every model, in a fixed order, for `spillway models`.
 std::vector<ModelInfo> ListModels();
+
+// An option a user gave explicitly: the ModelOptions field it sets, and how
+// the user wrote it (empty: as `spell` writes the field).
+struct GivenOption {
+  std::string field;
+  std::string spelt;
+};
+
+// Refuses options given explicitly that `model` does not read (defaults are
+// never refused): InvalidArgument naming the first such option and the ones
+// the model reads, each written by `spell` (a front end's flag names; the
+// ModelOptions field names by default). NotFound for an unknown model.
+absl::Status CheckOptionsApply(
+    std::string_view model, const std::vector<GivenOption>& given,
+    const std::function<std::string(std::string_view)>& spell = [](std::string_view name) {
+      return std::string(name);
+    });
 
 // Sets one option from text, as the CLI passes `--option name=value`:
 // InvalidArgument for an unknown option or a value that does not parse.

@@ -451,6 +451,26 @@ TEST(ListModelsTest, NamesAndOptions) {
   }
 }
 
+TEST(CheckOptionsApplyTest, RefusesByNameWhatTheModelDoesNotRead) {
+  EXPECT_TRUE(CheckOptionsApply("resnet50", {{"base_width", ""}, {"height", ""}}).ok());
+  EXPECT_TRUE(CheckOptionsApply("gpt2", {{"n_layer", ""}, {"seed", ""}}).ok());
+  EXPECT_TRUE(CheckOptionsApply("resnet50", {}).ok());
+
+  const absl::Status layers = CheckOptionsApply("resnet50", {{"n_layer", "--layers"}});
+  EXPECT_EQ(layers.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(layers.message(), HasSubstr("--layers does not apply to resnet50"));
+  EXPECT_THAT(layers.message(), HasSubstr("its options are batch, height, width"));
+
+  // The listing is written the way the caller spells options.
+  const absl::Status image =
+      CheckOptionsApply("gpt2", {{"height", "--image"}},
+                        [](std::string_view name) { return "-" + std::string(name); });
+  EXPECT_THAT(image.message(), HasSubstr("--image does not apply to gpt2; its options are -batch"));
+  EXPECT_THAT(CheckOptionsApply("vgg16", {{"depth", ""}}).message(),
+              HasSubstr("depth does not apply to vgg16"));
+  EXPECT_EQ(CheckOptionsApply("resnet51", {}).code(), absl::StatusCode::kNotFound);
+}
+
 TEST(SetModelOptionTest, ParsesEachKind) {
   ModelOptions options;
   EXPECT_TRUE(SetModelOption(options, "batch", "8").ok());

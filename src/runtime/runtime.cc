@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "program/verifier.h"
 #include "support/check.h"
+#include "support/checked_math.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -221,6 +222,36 @@ class Runtime::Impl {
   bool outputs_valid_ = false;
 };
 
+namespace {
+
+// The arena and the host pool against what the machine has, before either is
+// allocated: past it, Linux would hand out the memory and kill the process
+// when the pages are touched.
+absl::Status CheckMachineMemory(const Program& program, const backends::AvailableMemory& free) {
+  const auto too_large = [](std::string_view what, int64_t needed, int64_t available) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "the Program needs {} of {} but this machine has {} available; lower the batch or the "
+        "image size, or plan for a smaller budget",
+        FormatBytes(needed), what, FormatBytes(available)));
+  };
+  if (free.shared) {
+    const int64_t needed = SaturatingAdd(program.arena_bytes, program.host_bytes);
+    if (free.host_bytes && needed > *free.host_bytes) {
+      return too_large("memory (arena and host pool)", needed, *free.host_bytes);
+    }
+    return absl::OkStatus();
+  }
+  if (free.device_bytes && program.arena_bytes > *free.device_bytes) {
+    return too_large("device memory (its arena)", program.arena_bytes, *free.device_bytes);
+  }
+  if (free.host_bytes && program.host_bytes > *free.host_bytes) {
+    return too_large("host memory (its spilled tensors)", program.host_bytes, *free.host_bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Runtime::Impl::Check(int64_t budget_bytes) {
   const Program& program = program_;
   if (program.graph == nullptr) return absl::InvalidArgumentError("the Program has no graph");
@@ -230,6 +261,7 @@ absl::Status Runtime::Impl::Check(int64_t budget_bytes) {
         FormatBytes(program.arena_bytes), program.arena_bytes, FormatBytes(budget_bytes),
         budget_bytes));
   }
+  RETURN_IF_ERROR(CheckMachineMemory(program, backend_.Available()));
   for (const Buffer& buffer : program.buffers) {
     if (buffer.memory != Memory::kDevice) continue;
     if (buffer.offset < 0 || buffer.bytes < 0 ||

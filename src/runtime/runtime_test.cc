@@ -63,6 +63,7 @@ class TestBackend final : public backends::Backend {
   void set_delay_us(Stream stream, int us) { delay_us_[StreamIndex(stream)] = us; }
   void FailKernelOf(std::string node) { failing_node_ = std::move(node); }
   int host_allocations() const { return host_allocations_; }
+  void set_available(backends::AvailableMemory available) { available_ = available; }
   // Per stream, the kernels or copies of the last step, in the order they ran.
   const std::vector<Span>& log(Stream stream) const { return log_[StreamIndex(stream)]; }
   void ClearLog() {
@@ -79,6 +80,7 @@ class TestBackend final : public backends::Backend {
     return Poisoned(reference_.AllocateHost(bytes), bytes);
   }
   void FreeHost(void* memory) override { reference_.FreeHost(memory); }
+  backends::AvailableMemory Available() const override { return available_; }
 
   absl::Status RunKernel(Stream stream, const backends::KernelCall& call) override {
     if (call.node.name == failing_node_) {
@@ -124,7 +126,8 @@ class TestBackend final : public backends::Backend {
   int jitter_us_ = 0;
   std::array<int, program::kNumStreams> delay_us_{};
   std::string failing_node_;
-  int host_allocations_ = 0;  // only the d2h stream allocates host memory
+  int host_allocations_ = 0;             // only the d2h stream allocates host memory
+  backends::AvailableMemory available_;  // unknown unless a test sets it
   std::atomic<int64_t> clock_{0};
   std::array<std::vector<Span>, program::kNumStreams> log_;
   std::array<std::minstd_rand, program::kNumStreams> random_{
@@ -604,6 +607,36 @@ TEST(Runtime, AProgramOverTheBudgetIsRefused) {
   EXPECT_EQ(runtime.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(StatusMessage(runtime.status()),
               HasSubstr(fmt::format("needs {}", FormatBytes(program.arena_bytes))));
+}
+
+// Linux would hand out an arena larger than the machine and kill the process
+// when its pages are touched: the runtime asks the backend first.
+TEST(Runtime, AProgramLargerThanTheMachineIsRefusedBeforeAllocating) {
+  const ir::Graph graph = ParseOrDie(TrainText({{"r", "spill"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  ASSERT_GT(program.host_bytes, 0);
+  const int64_t both = program.arena_bytes + program.host_bytes;
+  const auto create = [&](backends::AvailableMemory available) {
+    TestBackend backend;
+    backend.set_available(available);
+    absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+        Runtime::Create(program, backend, program.arena_bytes);
+    return runtime.status();
+  };
+  // One pool (the CPU): the arena and the host pool together.
+  EXPECT_TRUE(create({.device_bytes = both, .host_bytes = both, .shared = true}).ok());
+  const absl::Status shared =
+      create({.device_bytes = both - 1, .host_bytes = both - 1, .shared = true});
+  EXPECT_EQ(shared.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(StatusMessage(shared),
+              HasSubstr(fmt::format("needs {} of memory", FormatBytes(both))));
+  // Two pools (a GPU): each against its own.
+  EXPECT_TRUE(create({.device_bytes = program.arena_bytes, .host_bytes = program.host_bytes, .shared = false}).ok());
+  EXPECT_THAT(StatusMessage(create({.device_bytes = program.arena_bytes - 1, .host_bytes = {}, .shared = false})),
+              HasSubstr("of device memory"));
+  EXPECT_THAT(StatusMessage(create({.device_bytes = {}, .host_bytes = program.host_bytes - 1, .shared = false})),
+              HasSubstr("of host memory"));
+  EXPECT_TRUE(create({}).ok());  // unknown: nothing to check against
 }
 
 TEST(Runtime, ABufferOutsideTheArenaIsRefused) {

@@ -5,7 +5,9 @@
 #include <optional>
 #include <span>
 
+#include "backends/host_memory.h"
 #include "fmt/format.h"
+#include "support/checked_math.h"
 #include "train/checkpoint.h"
 #include "train/random.h"
 
@@ -71,6 +73,17 @@ Init InitFor(const ir::Graph& graph, ir::ValueId id, const std::vector<ir::NodeI
 }
 
 }  // namespace
+
+absl::Status CheckStateFitsHost(const ir::Graph& graph) {
+  int64_t bytes = 0;
+  for (ir::ValueId id : PersistentValues(graph)) {
+    bytes = SaturatingAdd(bytes, graph.value(id).type.bytes());
+  }
+  for (ir::ValueId id : graph.InputsOfKind(ir::ValueKind::kInput)) {
+    bytes = SaturatingAdd(bytes, graph.value(id).type.bytes());
+  }
+  return backends::CheckHostMemory(bytes, "the model's parameters, state and inputs");
+}
 
 absl::StatusOr<std::map<ir::ValueId, std::vector<std::byte>>> InitialState(
     const ir::Graph& graph, uint64_t seed, const NamedValues& given) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
 
@@ -32,6 +33,11 @@ inline constexpr int64_t kAdamInitialStep = 1;
 
 // Parameter and buffer name -> its bytes in the IR's layout.
 using NamedValues = std::map<std::string, std::vector<std::byte>>;
+
+// Refuses a graph whose persistent values and inputs (what InitialState and
+// one batch hold on the host) exceed the machine's available memory, before
+// anything is allocated: ResourceExhausted naming both sizes.
+absl::Status CheckStateFitsHost(const ir::Graph& graph);
 
 // The bytes of every persistent value (PersistentValues(graph)): a parameter
 // or buffer named in `given` starts from those bytes, every other value from

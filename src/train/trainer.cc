@@ -33,7 +33,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
   const ir::Graph& graph = trainer->training_->graph;
   ASSIGN_OR_RETURN(trainer->task_, FindTask(graph));
   ASSIGN_OR_RETURN(trainer->data_, MakeDataSource(graph, options.data));
-  // Before planning, so that bad initial values fail fast.
+  // Before planning, so that bad initial values fail fast, and after a check
+  // that the machine can hold them.
+  RETURN_IF_ERROR(CheckStateFitsHost(graph));
   const NamedValues none;
   ASSIGN_OR_RETURN(
       const auto state,

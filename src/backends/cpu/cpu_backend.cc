@@ -108,6 +108,11 @@ absl::StatusOr<void*> CpuBackend::AllocateHost(int64_t bytes) {
 
 void CpuBackend::FreeHost(void* memory) { FreeAligned(memory); }
 
+AvailableMemory CpuBackend::Available() const {
+  const std::optional<int64_t> bytes = AvailableHostBytes();
+  return {.device_bytes = bytes, .host_bytes = bytes, .shared = true};
+}
+
 absl::Status CpuBackend::RunKernel(program::Stream /*stream*/, const KernelCall& call) {
   if (profile_ == nullptr) return kernels_->Run(call);
   const auto start = std::chrono::steady_clock::now();

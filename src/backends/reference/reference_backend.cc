@@ -17,6 +17,11 @@ absl::StatusOr<void*> ReferenceBackend::AllocateHost(int64_t bytes) {
 }
 void ReferenceBackend::FreeHost(void* memory) { FreeAligned(memory); }
 
+AvailableMemory ReferenceBackend::Available() const {
+  const std::optional<int64_t> bytes = AvailableHostBytes();
+  return {.device_bytes = bytes, .host_bytes = bytes, .shared = true};
+}
+
 absl::Status ReferenceBackend::RunKernel(program::Stream /*stream*/, const KernelCall& call) {
   return RunReferenceKernel<float>(call);
 }

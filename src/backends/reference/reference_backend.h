@@ -13,6 +13,8 @@ class ReferenceBackend final : public Backend {
   void FreeDevice(void* memory) override;
   absl::StatusOr<void*> AllocateHost(int64_t bytes) override;
   void FreeHost(void* memory) override;
+  // Device and host memory are the machine's memory.
+  AvailableMemory Available() const override;
   absl::Status RunKernel(program::Stream stream, const KernelCall& call) override;
   absl::Status Copy(program::Stream stream, void* destination, const void* source,
                     int64_t bytes) override;
