@@ -74,10 +74,13 @@ const CLI::App* ParsedCommand(const CLI::App& app) {
 // CLI11's "The following arguments were not expected: 3 --n-layer" becomes
 // one line per the first stray argument, with a suggestion for a misspelt flag.
 std::string DescribeExtras(const CLI::App& app, std::string_view what) {
-  const std::string_view prefix = "The following arguments were not expected: ";
-  if (what.substr(0, prefix.size()) != prefix) return std::string(what);
+  std::string_view rest;
+  for (std::string_view prefix : {"The following arguments were not expected: ",
+                                  "The following argument was not expected: "}) {
+    if (what.substr(0, prefix.size()) == prefix) rest = what.substr(prefix.size());
+  }
+  if (rest.empty()) return std::string(what);
   std::vector<std::string> extras;
-  std::string_view rest = what.substr(prefix.size());
   while (!rest.empty()) {
     const size_t space = rest.find(' ');
     extras.emplace_back(rest.substr(0, space));

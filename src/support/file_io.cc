@@ -105,6 +105,10 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, int64_t ma
     return absl::InvalidArgumentError(
         fmt::format("{} '{}' is a directory, not a file", what, path));
   }
+  // A device (/dev/zero, a disk) has no end worth reading to; a pipe may.
+  if (S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode)) {
+    return absl::InvalidArgumentError(fmt::format("{} '{}' is a device, not a file", what, path));
+  }
   const auto too_large = [&] {
     return absl::InvalidArgumentError(fmt::format("{} '{}' is larger than {}, the most a {} may be",
                                                   what, path, FormatBytes(max_bytes), what));

@@ -1,8 +1,8 @@
 // Whole-file reads and writes with the guarantees every file Spillway reads
 // or writes has:
-//  - a read refuses a directory, and a file larger than a declared maximum
-//    before reading it (a device such as /dev/zero is read up to the maximum
-//    and refused past it), so no input can exhaust memory;
+//  - a read refuses a directory, a device (/dev/zero), and a file larger
+//    than a declared maximum before reading it (a pipe is read up to the
+//    maximum and refused past it), so no input can exhaust memory;
 //  - a write goes to a temporary file beside the target and is renamed over
 //    it once complete, so a failure never leaves a partial file and never
 //    destroys the file that was there;

@@ -1,10 +1,14 @@
 #include "support/file_io.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/status_macros.h"
@@ -58,10 +62,30 @@ TEST_F(FileIoTest, RefusesAFileOverItsLimitBeforeReadingIt) {
   EXPECT_THAT(StatusMessage(read.status()), HasSubstr("is larger than 4 B, the most a text may be"));
 }
 
-TEST_F(FileIoTest, StopsReadingAnEndlessDeviceAtTheLimit) {
+TEST_F(FileIoTest, RefusesADevice) {
   absl::StatusOr<std::string> read = ReadFileToString("/dev/zero", 1 << 20, "ONNX file");
   ASSERT_FALSE(read.ok());
-  EXPECT_THAT(StatusMessage(read.status()), HasSubstr("'/dev/zero' is larger than 1.00 MiB"));
+  EXPECT_THAT(StatusMessage(read.status()), HasSubstr("'/dev/zero' is a device, not a file"));
+}
+
+// A pipe has no size to check first: it is read up to the limit and refused past it.
+TEST_F(FileIoTest, StopsReadingAPipeAtTheLimit) {
+  constexpr size_t kLimit = 1 << 20;
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  std::thread writer([&] {
+    const std::string chunk(4096, 'x');
+    for (size_t written = 0; written <= kLimit; written += chunk.size()) {
+      if (::write(ends[1], chunk.data(), chunk.size()) < 0) break;
+    }
+    ::close(ends[1]);
+  });
+  absl::StatusOr<std::string> read =
+      ReadFileToString(fmt::format("/proc/self/fd/{}", ends[0]), kLimit, "ONNX file");
+  writer.join();
+  ::close(ends[0]);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(StatusMessage(read.status()), HasSubstr("is larger than 1.00 MiB"));
 }
 
 TEST_F(FileIoTest, NamesTheReasonAFileCannotBeRead) {

@@ -83,17 +83,19 @@ absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
         "'{}' is not a size: expected a number of bytes (4096, 1e9) or e.g. 16GiB, 512MiB", text));
   }
   const std::string suffix = Lower(Trim(std::string_view(stop, static_cast<size_t>(end - stop))));
-  static const std::array<std::pair<std::string_view, double>, 11> kSuffixes = {{
+  static const std::array<std::pair<std::string_view, double>, 13> kSuffixes = {{
       {"", 1},
       {"b", 1},
       {"kib", 1024.0},
       {"mib", 1024.0 * 1024},
       {"gib", 1024.0 * 1024 * 1024},
       {"tib", 1024.0 * 1024 * 1024 * 1024},
+      {"pib", 1024.0 * 1024 * 1024 * 1024 * 1024},
       {"kb", 1e3},
       {"mb", 1e6},
       {"gb", 1e9},
       {"tb", 1e12},
+      {"pb", 1e15},
       {"k", 1024.0},
   }};
   for (const auto& [name, scale] : kSuffixes) {
@@ -113,7 +115,7 @@ absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
     return static_cast<int64_t>(std::floor(bytes));
   }
   return absl::InvalidArgumentError(fmt::format(
-      "'{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB", text, suffix));
+      "'{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB or PB", text, suffix));
 }
 
 }  // namespace spillway

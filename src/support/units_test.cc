@@ -26,6 +26,8 @@ TEST(ParseBytes, AcceptsPlainAndSuffixedSizes) {
   EXPECT_EQ(*ParseBytes("512 MiB"), int64_t{512} << 20);
   EXPECT_EQ(*ParseBytes("1.5gb"), 1500000000);
   EXPECT_EQ(*ParseBytes("2KB"), 2000);
+  EXPECT_EQ(*ParseBytes("2PiB"), int64_t{2} << 50);
+  EXPECT_EQ(*ParseBytes("3PB"), int64_t{3000000000000000});
 }
 
 TEST(ParseBytes, AcceptsScientificNotationAsProfilesDo) {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <utility>
 
@@ -217,8 +219,29 @@ constexpr std::array<float, 3> kRgbStd = {0.229f, 0.224f, 0.225f};
 constexpr float kGrayMean = 0.5f;
 constexpr float kGrayStd = 0.25f;
 
+// A file named as an image must start like one: checked for every file when
+// the data set is listed, so a stray file fails before training starts, not
+// at the step that first reads it. Eight bytes per file; decoding errors
+// further into a file still surface at that step.
+absl::Status CheckImageSignature(const std::string& path) {
+  constexpr std::array<unsigned char, 8> kPng = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  constexpr std::array<unsigned char, 3> kJpeg = {0xff, 0xd8, 0xff};
+  std::array<unsigned char, 8> head{};
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(
+        fmt::format("cannot open image '{}': {}", path, std::strerror(errno)));
+  }
+  file.read(reinterpret_cast<char*>(head.data()), head.size());
+  const bool png = std::equal(kPng.begin(), kPng.end(), head.begin());
+  const bool jpeg = std::equal(kJpeg.begin(), kJpeg.end(), head.begin());
+  if (png || jpeg) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("'{}' is named as an image but is neither a PNG nor a JPEG file", path));
+}
+
 // The regular files of a directory whose names end in an image extension,
-// sorted by name.
+// sorted by name, each checked to start like an image.
 absl::StatusOr<std::vector<std::string>> ListImages(const fs::path& directory) {
   std::error_code error;
   std::vector<std::string> files;
@@ -232,6 +255,7 @@ absl::StatusOr<std::vector<std::string>> ListImages(const fs::path& directory) {
         fmt::format("cannot list '{}': {}", directory.string(), error.message()));
   }
   std::sort(files.begin(), files.end());
+  for (const std::string& file : files) RETURN_IF_ERROR(CheckImageSignature(file));
   return files;
 }
 
@@ -406,6 +430,7 @@ absl::StatusOr<std::unique_ptr<DataSource>> SegmentationDirectory(const ir::Grap
       return absl::InvalidArgumentError(
           fmt::format("image '{}' has no mask: expected '{}'", image, mask.string()));
     }
+    RETURN_IF_ERROR(CheckImageSignature(mask.string()));
     examples.push_back({.image = image, .mask = mask.string(), .label = 0});
   }
   if (static_cast<int64_t>(examples.size()) < task.batch) {
