@@ -1,34 +1,62 @@
 #!/usr/bin/env bash
-# Builds the ONNX import fuzzer (fuzz preset: clang, libFuzzer, ASan + UBSan), then
-#   scripts/fuzz.sh                  runs every input of src/onnx/fuzz/corpus through it once (CI)
-#   scripts/fuzz.sh --seconds 1200   fuzzes that long from that corpus, at the lowest priority;
-#                                    new inputs go to build/fuzz/corpus, findings to build/fuzz/findings/
+# Builds the fuzzers (fuzz preset: clang, libFuzzer, ASan + UBSan), then
+#   scripts/fuzz.sh                       runs every input of each fuzzer's corpus through it once (CI)
+#   scripts/fuzz.sh --seconds 1200        fuzzes the ONNX importer that long from its corpus, at the
+#                                         lowest priority; new inputs go to build/fuzz/corpus/<target>,
+#                                         findings to build/fuzz/findings/
+#   scripts/fuzz.sh --seconds 600 --target checkpoint   the same for another reader:
+#                                         onnx_import, npy, hardware_profile or checkpoint
 # docs/fuzzing.md says how to minimize a finding and merge new inputs into the corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=0
+target=onnx_import
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --seconds=*) seconds="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --target) target="$2"; shift 2 ;;
+    --target=*) target="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
 
+# Each fuzzer, its binary and its corpus in the repository.
+declare -A binaries=(
+  [onnx_import]=build/fuzz/src/onnx/fuzz/onnx_import_fuzzer
+  [npy]=build/fuzz/src/fuzz/npy_fuzzer
+  [hardware_profile]=build/fuzz/src/fuzz/hardware_profile_fuzzer
+  [checkpoint]=build/fuzz/src/fuzz/checkpoint_fuzzer
+)
+declare -A corpora=(
+  [onnx_import]=src/onnx/fuzz/corpus
+  [npy]=src/fuzz/corpus/npy
+  [hardware_profile]=src/fuzz/corpus/hardware_profile
+  [checkpoint]=src/fuzz/corpus/checkpoint
+)
+if [ -z "${binaries[$target]+set}" ]; then
+  echo "fuzz.sh: --target takes onnx_import, npy, hardware_profile or checkpoint, not '$target'" >&2
+  exit 2
+fi
+
 scripts/install-deps.sh
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$(nproc)" --target onnx_import_fuzzer
-fuzzer=build/fuzz/src/onnx/fuzz/onnx_import_fuzzer
-corpus=src/onnx/fuzz/corpus
 
 if [ "$seconds" -eq 0 ]; then
-  "$fuzzer" -runs=0 "$corpus"
+  targets=()
+  for name in "${!binaries[@]}"; do targets+=("$(basename "${binaries[$name]}")"); done
+  cmake --build --preset fuzz -j "$(nproc)" --target "${targets[@]}"
+  for name in onnx_import npy hardware_profile checkpoint; do
+    echo "fuzz.sh: $name over ${corpora[$name]}"
+    "${binaries[$name]}" -runs=0 "${corpora[$name]}"
+  done
 else
-  mkdir -p build/fuzz/corpus build/fuzz/findings
+  cmake --build --preset fuzz -j "$(nproc)" --target "$(basename "${binaries[$target]}")"
+  mkdir -p "build/fuzz/corpus/$target" build/fuzz/findings
   # New inputs land in the first corpus directory; the repository's stays as it is.
-  nice -n 19 "$fuzzer" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
-    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=build/fuzz/findings/ \
-    build/fuzz/corpus "$corpus"
+  nice -n 19 "${binaries[$target]}" -max_total_time="$seconds" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="build/fuzz/findings/$target-" \
+    "build/fuzz/corpus/$target" "${corpora[$target]}"
 fi

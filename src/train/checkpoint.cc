@@ -79,7 +79,7 @@ class Reader {
  private:
   absl::Status Need(uint64_t count, std::string_view what) const {
     if (count > bytes_.size() - position_) {
-      return absl::DataLossError(
+      return absl::InvalidArgumentError(
           fmt::format("checkpoint '{}' is truncated or corrupt: it ends at byte {} inside {}",
                       path_, bytes_.size(), what));
     }
@@ -202,6 +202,10 @@ absl::Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoi
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string contents,
                    ReadFileToString(path, kMaxCheckpointBytes, "checkpoint"));
+  return ParseCheckpoint(contents, path);
+}
+
+absl::StatusOr<Checkpoint> ParseCheckpoint(std::string_view contents, const std::string& path) {
   const std::span<const std::byte> bytes = std::as_bytes(std::span(contents));
 
   if (bytes.size() < kMagic.size() ||
@@ -223,7 +227,7 @@ absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {
   ASSIGN_OR_RETURN(checkpoint.seed, reader.Get<uint64_t>("the header"));
   ASSIGN_OR_RETURN(const uint32_t count, reader.Get<uint32_t>("the header"));
   const auto corrupt = [&path](std::string_view problem) {
-    return absl::DataLossError(fmt::format("checkpoint '{}' is corrupt: {}", path, problem));
+    return absl::InvalidArgumentError(fmt::format("checkpoint '{}' is corrupt: {}", path, problem));
   };
   for (uint32_t i = 0; i < count; ++i) {
     const std::string what = fmt::format("tensor {} of {}", i + 1, count);

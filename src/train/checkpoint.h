@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -62,6 +63,11 @@ inline constexpr int64_t kMaxCheckpointBytes = int64_t{64} << 30;
 // Errors name the file and the problem: missing, not a checkpoint, another
 // version, truncated, corrupt (checksum), malformed.
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path);
+
+// The same from a checkpoint's bytes; `path` names it in errors. Any bytes
+// give a Checkpoint or an error, never a read outside them (fuzzed:
+// src/train/fuzz).
+absl::StatusOr<Checkpoint> ParseCheckpoint(std::string_view contents, const std::string& path);
 
 // FailedPrecondition naming the first difference (a tensor missing, extra, or
 // of another type) if the checkpoint was not saved from this graph.

@@ -1,0 +1,72 @@
+#include "fuzz/file_checks.h"
+
+#include <cstdint>
+#include <string>
+
+#include "analysis/hardware.h"
+#include "fmt/format.h"
+#include "support/checked_math.h"
+#include "support/npy.h"
+#include "support/status_macros.h"
+#include "train/checkpoint.h"
+
+namespace spillway::fuzz {
+namespace {
+
+absl::Status Broken(std::string_view what) {
+  return absl::InternalError(fmt::format("reader contract broken: {}", what));
+}
+
+}  // namespace
+
+absl::StatusOr<bool> CheckNpyBytes(std::string_view bytes) {
+  const absl::StatusOr<NpyArray> array = ParseNpy(bytes, "fuzz.npy");
+  if (!array.ok()) return false;
+  std::optional<int64_t> expected = NpyDTypeSize(array->dtype);
+  for (int64_t dim : array->shape) {
+    if (dim < 0) return Broken(fmt::format("a negative dimension {}", dim));
+    if (expected) expected = CheckedMul(*expected, dim);
+  }
+  if (!expected || *expected != static_cast<int64_t>(array->data.size())) {
+    return Broken(fmt::format("{} data bytes for its shape", array->data.size()));
+  }
+  const std::string again = SerializeNpy(array->dtype, array->shape, array->data);
+  const absl::StatusOr<NpyArray> reread = ParseNpy(again, "round trip");
+  if (!reread.ok())
+    return Broken(fmt::format("its own output does not parse: {}", StatusMessage(reread.status())));
+  if (reread->dtype != array->dtype || reread->shape != array->shape ||
+      reread->data != array->data) {
+    return Broken("a round trip through SerializeNpy changes the array");
+  }
+  return true;
+}
+
+absl::StatusOr<bool> CheckHardwareProfileText(std::string_view text) {
+  const absl::StatusOr<analysis::HardwareProfile> profile = analysis::ParseHardwareProfile(text);
+  if (!profile.ok()) return false;
+  if (absl::Status valid = analysis::ValidateHardwareProfile(*profile); !valid.ok()) {
+    return Broken(fmt::format("a parsed profile fails validation: {}", StatusMessage(valid)));
+  }
+  const absl::StatusOr<analysis::HardwareProfile> reread =
+      analysis::ParseHardwareProfile(analysis::HardwareProfileToJson(*profile));
+  if (!reread.ok()) {
+    return Broken(fmt::format("its own JSON does not parse: {}", StatusMessage(reread.status())));
+  }
+  if (!(*reread == *profile)) return Broken("a round trip through JSON changes the profile");
+  return true;
+}
+
+absl::StatusOr<bool> CheckCheckpointBytes(std::string_view bytes) {
+  const absl::StatusOr<train::Checkpoint> checkpoint = train::ParseCheckpoint(bytes, "fuzz.ckpt");
+  if (!checkpoint.ok()) return false;
+  for (const train::CheckpointTensor& tensor : checkpoint->tensors) {
+    const std::optional<int64_t> size = tensor.type.Bytes();
+    if (!size || *size != static_cast<int64_t>(tensor.bytes.size())) {
+      return Broken(
+          fmt::format("tensor '{}' holds {} bytes for its type", tensor.name, tensor.bytes.size()));
+    }
+  }
+  return true;
+}
+
+}  // namespace spillway::fuzz
