@@ -3,15 +3,22 @@
 // (backends/cpu), the reference backend (backends/reference, for tests) and
 // the CUDA backend implement it.
 //
-// The runtime gives each of the Program's three streams its own host thread
-// and calls the backend from that thread, in the stream's order. It keeps the
-// Program's events itself, so a backend needs no event objects:
+// Streams and events. The runtime gives each of the Program's three streams
+// its own host thread and calls the backend from that thread, in the
+// stream's order. Where the Program orders two streams by an event, the
+// runtime calls `RecordEvent` on the recording stream and, once that call
+// has returned, `WaitEvent` on the waiting one; the host thread of the
+// waiting stream waits only for the record to be issued, never for the
+// device work before it:
 // - A synchronous backend (the CPU) finishes the work before `RunKernel` or
-//   `Copy` returns.
+//   `Copy` returns, so an event is complete when it is recorded: the
+//   defaults, which do nothing, are right for it.
 // - An asynchronous backend (CUDA) enqueues the work on the stream's device
-//   queue and returns; it must then implement `SynchronizeStream`, which the
-//   runtime calls before it records an event that other streams wait on, and
-//   at the end of a step.
+//   queue and returns; it implements the events with device events (made in
+//   `Prepare`, one per Program event), and `SynchronizeStream`, which the
+//   runtime calls only where the host itself must wait: before capturing a
+//   value, before giving host memory back to its pool, at the commit point
+//   and at the end of a step.
 //
 // Memory: the runtime allocates device memory exactly once per Program, the
 // arena, with the Program's planned size, and places every device buffer at
@@ -49,6 +56,10 @@ class Backend {
 
   virtual std::string_view name() const = 0;
 
+  // The alignment the backend's kernels need of every device buffer; a
+  // Program whose alignment (program.h) is not a multiple of it is refused.
+  virtual int64_t alignment() const { return kTensorAlignment; }
+
   // Device memory, aligned to kTensorAlignment. The runtime makes one call
   // per Program, for the arena.
   virtual absl::StatusOr<void*> AllocateDevice(int64_t bytes) = 0;
@@ -63,6 +74,22 @@ class Backend {
   // by the kernel killing the process. Unknown by default.
   virtual AvailableMemory Available() const { return {}; }
 
+  // Called once per Program, after the arena is allocated and before any
+  // step: make the Program's events (program.num_events of them), caches,
+  // handles. Nothing to do by default.
+  virtual absl::Status Prepare(const program::Program& /*program*/) { return absl::OkStatus(); }
+
+  // Marks the point in `stream` that `event` stands for: the event completes
+  // when the stream's work issued so far is done.
+  virtual absl::Status RecordEvent(program::Stream /*stream*/, program::EventId /*event*/) {
+    return absl::OkStatus();
+  }
+  // Makes `stream`'s work issued from now on wait, on the device, for
+  // `event`, whose RecordEvent has returned. The host does not wait.
+  virtual absl::Status WaitEvent(program::Stream /*stream*/, program::EventId /*event*/) {
+    return absl::OkStatus();
+  }
+
   // Runs (or enqueues) one node on a stream.
   virtual absl::Status RunKernel(program::Stream stream, const KernelCall& call) = 0;
 
@@ -71,8 +98,8 @@ class Backend {
   virtual absl::Status Copy(program::Stream stream, void* destination, const void* source,
                             int64_t bytes) = 0;
 
-  // Optional for synchronous backends: waits until the stream's enqueued work
-  // is done and reports its first error.
+  // Optional for synchronous backends: the host waits until the stream's
+  // enqueued work is done; reports its first error.
   virtual absl::Status SynchronizeStream(program::Stream /*stream*/) { return absl::OkStatus(); }
 
   // Moves bytes between the host and device memory outside a step (the input

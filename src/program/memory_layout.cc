@@ -97,7 +97,10 @@ void BestFitHeap::Free(int32_t buffer) {
   }
 }
 
-HeapLayout BestFitHeap::Finish() { return layout_; }
+HeapLayout BestFitHeap::Finish() {
+  layout_.alignment = alignment_;
+  return layout_;
+}
 
 namespace {
 
@@ -330,6 +333,7 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
 
   HeapLayout layout;
   layout.arena_bytes = arena_bytes;
+  layout.alignment = alignment_;
   // Intervals are in Alloc order, so an id's latest Alloc is written last.
   // Ids usually rise in that order, which the hint makes cheap.
   for (size_t i = 0; i < intervals_.size(); ++i) {

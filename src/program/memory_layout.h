@@ -21,6 +21,7 @@ namespace spillway::program {
 struct HeapLayout {
   std::map<int32_t, int64_t> offsets;  // buffer id -> offset
   int64_t arena_bytes = 0;             // the end of the highest buffer
+  int64_t alignment = 1;               // every offset is a multiple of it
 };
 
 class HeapAlgorithm {

@@ -88,6 +88,10 @@ struct Program {
   int num_events = 0;
   // The device arena: it ends at the highest byte of any device buffer.
   int64_t arena_bytes = 0;
+  // Every device buffer's offset is a multiple of it: the layout's alignment
+  // (256 bytes, cudaMalloc's, which covers every backend's); the runtime
+  // checks it against the backend's.
+  int64_t alignment = 1;
   int64_t host_bytes = 0;  // the host pool for spilled tensors
 
   const Buffer& buffer(BufferId id) const { return buffers.at(static_cast<size_t>(id)); }

@@ -456,6 +456,7 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
   for (const auto& [buffer, offset] : layout.offsets) {
     program.buffers[static_cast<size_t>(buffer)].offset = offset;
   }
+  program.alignment = layout.alignment;
   // The arena ends at the highest byte a buffer uses: the layout rounds every
   // block up to its alignment, but nothing needs the padding after the last.
   program.arena_bytes = 0;

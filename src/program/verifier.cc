@@ -38,7 +38,9 @@ class Verifier {
     if (absl::Status status = ComputeClocks(); !status.ok()) return status;
     if (absl::Status status = CheckLifetimes(); !status.ok()) return status;
     if (absl::Status status = CheckAccesses(); !status.ok()) return status;
-    return CheckOverlaps();
+    if (absl::Status status = CheckOverlaps(); !status.ok()) return status;
+    if (absl::Status status = CheckCommitPoint(); !status.ok()) return status;
+    return CheckOutputsSurvive();
   }
 
  private:
@@ -147,12 +149,76 @@ class Verifier {
                                  computed[static_cast<size_t>(node.id)]));
       }
     }
+    if (program_.alignment < 1) {
+      return Error(fmt::format("the alignment is {} bytes", program_.alignment));
+    }
     for (const Buffer& buffer : program_.buffers) {
       if (buffer.memory != Memory::kDevice) continue;
-      if (buffer.offset < 0 || buffer.offset + buffer.bytes > program_.arena_bytes) {
+      if (buffer.offset < 0 || buffer.bytes < 0 ||
+          buffer.offset > program_.arena_bytes - buffer.bytes) {
         return Error(fmt::format("{} at offset {} ({} bytes) lies outside the {}-byte arena",
                                  Name(buffer.id), buffer.offset, buffer.bytes,
                                  program_.arena_bytes));
+      }
+      if (buffer.offset % program_.alignment != 0) {
+        return Error(fmt::format("{} is at offset {}, not a multiple of the {}-byte alignment",
+                                 Name(buffer.id), buffer.offset, program_.alignment));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The commit point is the first update: no copy may come after it in
+  // program order, so a failed copy can never leave parameters half-updated
+  // (the runtime puts the step's earlier writes back when a copy fails).
+  absl::Status CheckCommitPoint() const {
+    const std::vector<Instruction>& instructions = program_.instructions;
+    size_t commit = instructions.size();
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      const Instruction& instruction = instructions[i];
+      if (instruction.kind == InstructionKind::kCompute &&
+          program_.graph->node(instruction.node).phase == ir::Phase::kUpdate) {
+        commit = std::min(commit, i);
+      }
+      const bool copy = instruction.kind == InstructionKind::kCopyToHost ||
+                        instruction.kind == InstructionKind::kCopyToDevice;
+      if (copy && i > commit) {
+        return Error(
+            fmt::format("{} runs after the first update, {}: a failed copy could leave "
+                        "parameters half-updated",
+                        Describe(i), Describe(commit)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // A graph output is read, after the step, from the buffer its producer
+  // wrote: nothing may free or overwrite that buffer later in program order.
+  absl::Status CheckOutputsSurvive() const {
+    const std::vector<Instruction>& instructions = program_.instructions;
+    for (ir::ValueId output : program_.graph->outputs()) {
+      const ir::Value& value = program_.graph->value(output);
+      if (value.producer == ir::kNoNode) continue;  // a graph input: persistent
+      BufferId holder = kNoBuffer;
+      for (size_t i = 0; i < instructions.size(); ++i) {
+        const Instruction& instruction = instructions[i];
+        if (instruction.kind == InstructionKind::kCompute && instruction.node == value.producer) {
+          holder = instruction.writes[static_cast<size_t>(value.output_index)];
+          if (holder == kNoBuffer) {
+            return Error(
+                fmt::format("graph output '{}' is not written by {}", value.name, Describe(i)));
+          }
+          continue;
+        }
+        if (holder == kNoBuffer) continue;
+        const bool overwritten = std::find(instruction.writes.begin(), instruction.writes.end(),
+                                           holder) != instruction.writes.end();
+        const bool freed =
+            instruction.kind == InstructionKind::kFree && instruction.buffer == holder;
+        if (overwritten || freed) {
+          return Error(fmt::format("graph output '{}' does not survive the step: {} {} its buffer",
+                                   value.name, Describe(i), freed ? "frees" : "overwrites"));
+        }
       }
     }
     return absl::OkStatus();

@@ -9,9 +9,14 @@
 //   (fetches awaited, recomputations done); a fetch reads a host copy whose
 //   spill has completed;
 // - memory: every non-persistent device buffer is allocated once and freed
-//   once after its last use (graph outputs may stay), lies inside the arena,
-//   and shares no byte with another buffer unless one is freed before the
-//   other is allocated.
+//   once after its last use (graph outputs may stay), lies inside the arena
+//   at a multiple of the Program's alignment, and shares no byte with another
+//   buffer unless one is freed before the other is allocated;
+// - the step's guarantees: no copy after the first update (the commit point),
+//   and every graph output still in the buffer its producer wrote at the end.
+// A Program that verifies is one the runtime runs; the runtime adds only the
+// checks that depend on where it runs (the budget, the machine's memory, the
+// backend's alignment).
 //
 // "Before" is happens-before: stream order plus event waits, computed with
 // vector clocks over the three streams. A free does not hold up its stream

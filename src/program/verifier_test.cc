@@ -141,6 +141,22 @@ TEST_F(VerifierTest, BufferOutsideTheArena) {
   EXPECT_THAT(Error(), HasSubstr("lies outside the"));
 }
 
+TEST_F(VerifierTest, BufferOffTheAlignment) {
+  ASSERT_EQ(program_.alignment, 256);
+  program_.arena_bytes += 256;
+  program_.buffers[static_cast<size_t>(BufferNamed("b"))].offset += 64;
+  EXPECT_THAT(Error(), HasSubstr("not a multiple of the 256-byte alignment"));
+}
+
+TEST_F(VerifierTest, AGraphOutputFreedBeforeTheStepEnds) {
+  // dw, the output, stays in its buffer after the step; a free loses it.
+  Instruction free;
+  free.kind = InstructionKind::kFree;
+  free.buffer = At(InstructionKind::kCompute, "dw").writes[0];
+  program_.instructions.push_back(free);
+  EXPECT_THAT(Error(), HasSubstr("graph output 'dw' does not survive the step"));
+}
+
 TEST_F(VerifierTest, WaitingOnAnEventRecordedLater) {
   // c's compute waits on the fetch, which is recorded only in the backward pass.
   At(InstructionKind::kCompute, "c")

@@ -42,11 +42,6 @@ double SecondsSince(Clock::time_point start) {
 
 size_t StreamIndex(Stream stream) { return static_cast<size_t>(stream); }
 
-bool IsCopy(const Instruction& instruction) {
-  return instruction.kind == InstructionKind::kCopyToHost ||
-         instruction.kind == InstructionKind::kCopyToDevice;
-}
-
 // "compute 'conv1' (conv2d) at step 4", "copy_to_host 'conv1' -> 'conv1@host' at step 4".
 std::string Describe(const Program& program, size_t index) {
   const Instruction& instruction = program.instructions[index];
@@ -180,12 +175,13 @@ class Runtime::Impl {
 
   std::byte* Address(BufferId buffer) const { return arena_ + program_.buffer(buffer).offset; }
 
+  void PrepareEvents();
   void RunStream(Stream stream, Step& step);
   absl::Status Execute(size_t index, Step& step);
   absl::Status RunKernel(size_t index, Step& step);
   absl::Status RunCopy(size_t index, Step& step);
   void Fail(Step& step, absl::Status status);
-  void WaitForEvents(const std::vector<EventId>& events, Step& step);
+  void WaitForEvents(const std::vector<EventId>& events, Stream stream, Step& step);
   void Record(EventId event, Stream stream, Step& step);
   void ReachFree(size_t index, Step& step);
   void CommitBarrier(Step& step);
@@ -210,7 +206,13 @@ class Runtime::Impl {
   std::vector<int64_t> copy_ordinal_;        // per copy: its rank among the Program's copies
   std::vector<int64_t> host_alloc_ordinal_;  // per spill that first writes its host buffer
   std::vector<std::vector<BufferId>> host_release_after_;  // host buffers read last here
-  std::vector<bool> event_awaited_;
+  // Per event: whether the backend must record it on its stream (a wait
+  // depends on it), and the backend events a wait for it waits for on the
+  // device: the event itself and, for a free's event, those of the free's
+  // own waits (a free does not hold up its stream, so its event alone does
+  // not cover the readers on other streams).
+  std::vector<bool> device_recorded_;
+  std::vector<std::vector<EventId>> device_waits_;
   // The first update-phase compute (the commit point), or the Program's end,
   // and how many instructions of each stream come before it.
   size_t commit_index_ = 0;
@@ -262,67 +264,76 @@ absl::Status Runtime::Impl::Check(int64_t budget_bytes) {
         budget_bytes));
   }
   RETURN_IF_ERROR(CheckMachineMemory(program, backend_.Available()));
-  for (const Buffer& buffer : program.buffers) {
-    if (buffer.memory != Memory::kDevice) continue;
-    if (buffer.offset < 0 || buffer.bytes < 0 ||
-        buffer.offset > program.arena_bytes - buffer.bytes) {
-      return absl::FailedPreconditionError(fmt::format(
-          "device buffer '{}' ({} bytes at offset {}) lies outside the arena of {} bytes",
-          buffer.name, buffer.bytes, buffer.offset, program.arena_bytes));
-    }
-    if (buffer.offset % backends::kTensorAlignment != 0) {
-      return absl::FailedPreconditionError(
-          fmt::format("device buffer '{}' is at offset {}, not a multiple of {} bytes", buffer.name,
-                      buffer.offset, backends::kTensorAlignment));
-    }
-  }
   RETURN_IF_ERROR(Annotate(program::VerifyProgram(program), "the Program does not verify"));
+  if (program.alignment % backend_.alignment() != 0) {
+    return absl::FailedPreconditionError(fmt::format(
+        "the Program places device buffers at multiples of {} bytes; the {} backend needs "
+        "multiples of {}",
+        program.alignment, backend_.name(), backend_.alignment()));
+  }
 
-  // The commit point: the step may not move bytes after the first update.
+  // The commit point: the first update (the verifier has checked that no
+  // copy comes after it).
   commit_index_ = program.instructions.size();
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction& instruction = program.instructions[i];
     if (instruction.kind == InstructionKind::kCompute &&
         program.graph->node(instruction.node).phase == ir::Phase::kUpdate) {
-      commit_index_ = std::min(commit_index_, i);
-    }
-    if (IsCopy(instruction) && i > commit_index_) {
-      return absl::FailedPreconditionError(
-          fmt::format("{} runs after the first update ({}): a failed copy could leave "
-                      "parameters half-updated",
-                      Describe(program, i), Describe(program, commit_index_)));
+      commit_index_ = i;
+      break;
     }
   }
-
-  // A graph output is read from the buffer its producer wrote, which must
-  // still hold it at the end of the step.
+  // A graph output is read from the buffer its producer wrote, which the
+  // verifier has checked still holds it at the end of the step.
   for (ir::ValueId output : program.graph->outputs()) {
     const ir::Value& value = program.graph->value(output);
     if (value.producer == ir::kNoNode) continue;  // a graph input: persistent
-    BufferId holder = kNoBuffer;
-    for (size_t i = 0; i < program.instructions.size(); ++i) {
-      const Instruction& instruction = program.instructions[i];
+    for (const Instruction& instruction : program.instructions) {
       if (instruction.kind == InstructionKind::kCompute && instruction.node == value.producer) {
-        holder = instruction.writes[static_cast<size_t>(value.output_index)];
-        continue;
-      }
-      if (holder == kNoBuffer) continue;
-      const bool overwritten = std::find(instruction.writes.begin(), instruction.writes.end(),
-                                         holder) != instruction.writes.end();
-      const bool freed = instruction.kind == InstructionKind::kFree && instruction.buffer == holder;
-      if (overwritten || freed) {
-        return absl::FailedPreconditionError(
-            fmt::format("graph output '{}' does not survive the step: {} {} its buffer", value.name,
-                        Describe(program, i), freed ? "frees" : "overwrites"));
+        outputs_[output] = instruction.writes[static_cast<size_t>(value.output_index)];
       }
     }
-    if (holder == kNoBuffer) {
-      return absl::FailedPreconditionError(
-          fmt::format("graph output '{}' is never computed", value.name));
-    }
-    outputs_[output] = holder;
   }
   return absl::OkStatus();
+}
+
+void Runtime::Impl::PrepareEvents() {
+  const Program& program = program_;
+  const size_t events = static_cast<size_t>(program.num_events);
+  std::vector<const Instruction*> recorder(events, nullptr);
+  for (const Instruction& instruction : program.instructions) {
+    if (instruction.record != kNoEvent)
+      recorder[static_cast<size_t>(instruction.record)] = &instruction;
+  }
+  // Expands an event through the frees that record it, memoized; the
+  // verifier has checked that events form no cycle.
+  device_waits_.assign(events, {});
+  std::vector<bool> expanded(events, false);
+  const auto expand = [&](auto&& self, EventId event) -> const std::vector<EventId>& {
+    const size_t e = static_cast<size_t>(event);
+    if (expanded[e]) return device_waits_[e];
+    expanded[e] = true;
+    std::vector<EventId> waits = {event};
+    const Instruction* free = recorder[e];
+    if (free != nullptr && free->kind == InstructionKind::kFree) {
+      for (EventId inner : free->waits) {
+        const std::vector<EventId>& more = self(self, inner);
+        waits.insert(waits.end(), more.begin(), more.end());
+      }
+    }
+    std::sort(waits.begin(), waits.end());
+    waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
+    return device_waits_[e] = std::move(waits);
+  };
+  device_recorded_.assign(events, false);
+  for (const Instruction& instruction : program.instructions) {
+    if (instruction.kind == InstructionKind::kFree)
+      continue;  // a free's waits are not its stream's
+    for (EventId event : instruction.waits) {
+      for (EventId device : expand(expand, event))
+        device_recorded_[static_cast<size_t>(device)] = true;
+    }
+  }
 }
 
 absl::Status Runtime::Impl::Prepare() {
@@ -339,7 +350,6 @@ absl::Status Runtime::Impl::Prepare() {
   copy_ordinal_.assign(count, -1);
   host_alloc_ordinal_.assign(count, -1);
   host_release_after_.resize(count);
-  event_awaited_.assign(static_cast<size_t>(program.num_events), false);
   std::vector<bool> host_written(program.buffers.size(), false);
   std::vector<size_t> last_host_read(program.buffers.size(), count);
   int64_t copies = 0;
@@ -348,7 +358,6 @@ absl::Status Runtime::Impl::Prepare() {
     const Instruction& instruction = program.instructions[i];
     stream_instructions_[StreamIndex(instruction.stream)].push_back(i);
     if (i < commit_index_) ++commit_position_[StreamIndex(instruction.stream)];
-    for (EventId event : instruction.waits) event_awaited_[static_cast<size_t>(event)] = true;
     switch (instruction.kind) {
       case InstructionKind::kAlloc:
       case InstructionKind::kFree:
@@ -397,6 +406,8 @@ absl::Status Runtime::Impl::Prepare() {
       host_release_after_[last_host_read[b]].push_back(static_cast<BufferId>(b));
     }
   }
+  PrepareEvents();
+  RETURN_IF_ERROR(backend_.Prepare(program));
   std::sort(snapshot_buffers_.begin(), snapshot_buffers_.end());
   snapshot_buffers_.erase(std::unique(snapshot_buffers_.begin(), snapshot_buffers_.end()),
                           snapshot_buffers_.end());
@@ -487,7 +498,7 @@ void Runtime::Impl::RunStream(Stream stream, Step& step) {
     if (instruction.kind == InstructionKind::kFree) {
       ReachFree(index, step);
     } else {
-      WaitForEvents(instruction.waits, step);
+      WaitForEvents(instruction.waits, stream, step);
       if (index == commit_index_) CommitBarrier(step);
       if (!step.failed) {
         absl::Status status = Execute(index, step);
@@ -615,21 +626,35 @@ bool Runtime::Impl::Recorded(const std::vector<EventId>& events, const Step& ste
                      [&](EventId event) { return step.recorded[static_cast<size_t>(event)]; });
 }
 
-void Runtime::Impl::WaitForEvents(const std::vector<EventId>& events, Step& step) {
+// The host waits only until the events are recorded, that is, enqueued on
+// their streams; the stream then waits for them on the device, so that an
+// asynchronous backend overlaps the streams as the Program says.
+void Runtime::Impl::WaitForEvents(const std::vector<EventId>& events, Stream stream, Step& step) {
   if (events.empty()) return;
-  std::unique_lock<std::mutex> lock(step.mutex);
-  step.changed.wait(lock, [&] { return step.failed || Recorded(events, step); });
+  {
+    std::unique_lock<std::mutex> lock(step.mutex);
+    step.changed.wait(lock, [&] { return step.failed || Recorded(events, step); });
+  }
+  if (step.failed) return;
+  for (EventId event : events) {
+    for (EventId device : device_waits_[static_cast<size_t>(event)]) {
+      absl::Status waited = backend_.WaitEvent(stream, device);
+      if (!waited.ok()) {
+        Fail(step, Annotate(waited, fmt::format("the {} stream waiting for event {}",
+                                                program::StreamName(stream), device)));
+        return;
+      }
+    }
+  }
 }
 
 void Runtime::Impl::Record(EventId event, Stream stream, Step& step) {
   if (event == kNoEvent) return;
-  // An asynchronous backend must finish the stream's work before another
-  // stream may rely on it.
-  if (!step.failed && event_awaited_[static_cast<size_t>(event)]) {
-    absl::Status synchronized = backend_.SynchronizeStream(stream);
-    if (!synchronized.ok()) {
-      Fail(step, Annotate(synchronized,
-                          fmt::format("synchronizing the {} stream", program::StreamName(stream))));
+  if (!step.failed && device_recorded_[static_cast<size_t>(event)]) {
+    absl::Status recorded = backend_.RecordEvent(stream, event);
+    if (!recorded.ok()) {
+      Fail(step, Annotate(recorded, fmt::format("recording event {} on the {} stream", event,
+                                                program::StreamName(stream))));
     }
   }
   {
@@ -645,11 +670,12 @@ void Runtime::Impl::Record(EventId event, Stream stream, Step& step) {
 // that records it).
 void Runtime::Impl::ReachFree(size_t index, Step& step) {
   const Instruction& free = program_.instructions[index];
-  if (!step.failed && free.record != kNoEvent && event_awaited_[static_cast<size_t>(free.record)]) {
-    // The stream's kernels must be done with the bytes before another
-    // stream's alloc takes them over.
-    absl::Status synchronized = backend_.SynchronizeStream(free.stream);
-    if (!synchronized.ok()) Fail(step, Annotate(synchronized, Describe(program_, index)));
+  if (!step.failed && free.record != kNoEvent &&
+      device_recorded_[static_cast<size_t>(free.record)]) {
+    // Marks, on the device, where the stream is done with the bytes; an alloc
+    // that takes them over waits for it and for the free's own waits.
+    absl::Status recorded = backend_.RecordEvent(free.stream, free.record);
+    if (!recorded.ok()) Fail(step, Annotate(recorded, Describe(program_, index)));
   }
   {
     std::lock_guard<std::mutex> lock(step.mutex);

@@ -7,7 +7,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "analysis/cost_model.h"
@@ -64,6 +68,7 @@ class TestBackend final : public backends::Backend {
   void FailKernelOf(std::string node) { failing_node_ = std::move(node); }
   int host_allocations() const { return host_allocations_; }
   void set_available(backends::AvailableMemory available) { available_ = available; }
+  void set_alignment(int64_t alignment) { alignment_ = alignment; }
   // Per stream, the kernels or copies of the last step, in the order they ran.
   const std::vector<Span>& log(Stream stream) const { return log_[StreamIndex(stream)]; }
   void ClearLog() {
@@ -81,6 +86,7 @@ class TestBackend final : public backends::Backend {
   }
   void FreeHost(void* memory) override { reference_.FreeHost(memory); }
   backends::AvailableMemory Available() const override { return available_; }
+  int64_t alignment() const override { return alignment_; }
 
   absl::Status RunKernel(Stream stream, const backends::KernelCall& call) override {
     if (call.node.name == failing_node_) {
@@ -128,6 +134,7 @@ class TestBackend final : public backends::Backend {
   std::string failing_node_;
   int host_allocations_ = 0;             // only the d2h stream allocates host memory
   backends::AvailableMemory available_;  // unknown unless a test sets it
+  int64_t alignment_ = backends::kTensorAlignment;
   std::atomic<int64_t> clock_{0};
   std::array<std::vector<Span>, program::kNumStreams> log_;
   std::array<std::minstd_rand, program::kNumStreams> random_{
@@ -262,10 +269,10 @@ struct Outcome {
 };
 
 Outcome RunSteps(const ir::Graph& graph, const Program& program, int steps,
-                 TestBackend* instrumented = nullptr,
+                 backends::Backend* instrumented = nullptr,
                  std::initializer_list<std::string_view> capture = {"dw", "dy", "s"}) {
   TestBackend local;
-  TestBackend& backend = instrumented != nullptr ? *instrumented : local;
+  backends::Backend& backend = instrumented != nullptr ? *instrumented : local;
   std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
   Initialize(graph, *runtime);
   Outcome outcome;
@@ -459,6 +466,181 @@ TEST(Runtime, StreamsWaitForTheEventsOfOthers) {
   }
 }
 
+// An asynchronous backend, shaped like a GPU: each stream is a queue that a
+// worker thread of its own drains. RunKernel, Copy, RecordEvent and WaitEvent
+// only enqueue; WaitEvent makes the queue wait for the latest record of the
+// event issued before it (CUDA's semantics); SynchronizeStream waits for the
+// queue to drain. The work itself is the reference backend's, and the
+// compute stream's can be slowed. It logs, on one clock, when the host asked
+// a stream to wait for an event and when each event completed.
+class AsyncBackend final : public backends::Backend {
+ public:
+  explicit AsyncBackend(int compute_delay_us = 0) : compute_delay_us_(compute_delay_us) {
+    for (size_t s = 0; s < program::kNumStreams; ++s) {
+      workers_[s] = std::thread([this, s] { Drain(s); });
+    }
+  }
+  ~AsyncBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+  }
+  AsyncBackend(const AsyncBackend&) = delete;
+  AsyncBackend& operator=(const AsyncBackend&) = delete;
+
+  struct WaitRecord {
+    program::EventId event;
+    int64_t generation;  // the record it waits for
+    int64_t issued_at;   // on the host
+  };
+  // Waits issued on the host and, per event and generation, when it completed.
+  std::vector<WaitRecord> waits() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return waits_;
+  }
+  int64_t completed_at(program::EventId event, int64_t generation) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_at_.at({event, generation});
+  }
+
+  std::string_view name() const override { return "async-test"; }
+  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
+    return reference_.AllocateDevice(bytes);
+  }
+  void FreeDevice(void* memory) override { reference_.FreeDevice(memory); }
+  absl::StatusOr<void*> AllocateHost(int64_t bytes) override {
+    return reference_.AllocateHost(bytes);
+  }
+  void FreeHost(void* memory) override { reference_.FreeHost(memory); }
+
+  absl::Status Prepare(const Program& program) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    issued_.assign(static_cast<size_t>(program.num_events), 0);
+    completed_.assign(static_cast<size_t>(program.num_events), 0);
+    return absl::OkStatus();
+  }
+  absl::Status RecordEvent(Stream stream, program::EventId event) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t generation = ++issued_[static_cast<size_t>(event)];
+    Enqueue(stream, [this, event, generation] {
+      std::lock_guard<std::mutex> inner(mutex_);
+      completed_[static_cast<size_t>(event)] = generation;
+      completed_at_[{event, generation}] = clock_++;
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+  absl::Status WaitEvent(Stream stream, program::EventId event) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t generation = issued_[static_cast<size_t>(event)];
+    waits_.push_back({event, generation, clock_++});
+    Enqueue(stream, [this, event, generation] {
+      std::unique_lock<std::mutex> inner(mutex_);
+      changed_.wait(inner, [&] { return completed_[static_cast<size_t>(event)] >= generation; });
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+  absl::Status RunKernel(Stream stream, const backends::KernelCall& call) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Enqueue(stream, [this, stream, node = &call.node, inputs = call.inputs, outputs = call.outputs,
+                     context = call.context] {
+      if (stream == Stream::kCompute && compute_delay_us_ > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(compute_delay_us_));
+      }
+      return reference_.RunKernel(stream, {*node, inputs, outputs, context});
+    });
+    return absl::OkStatus();
+  }
+  absl::Status Copy(Stream stream, void* destination, const void* source, int64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Enqueue(stream, [this, stream, destination, source, bytes] {
+      return reference_.Copy(stream, destination, source, bytes);
+    });
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeStream(Stream stream) override {
+    const size_t s = StreamIndex(stream);
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return queues_[s].empty() && !busy_[s]; });
+    return std::exchange(errors_[s], absl::OkStatus());
+  }
+  absl::Status Upload(void* device_destination, const void* host_source, int64_t bytes) override {
+    return reference_.Upload(device_destination, host_source, bytes);
+  }
+  absl::Status Download(void* host_destination, const void* device_source, int64_t bytes) override {
+    return reference_.Download(host_destination, device_source, bytes);
+  }
+
+ private:
+  using Task = std::function<absl::Status()>;
+
+  // With mutex_ held.
+  void Enqueue(Stream stream, Task task) {
+    queues_[StreamIndex(stream)].push_back(std::move(task));
+    changed_.notify_all();
+  }
+
+  void Drain(size_t s) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [&] { return stopping_ || !queues_[s].empty(); });
+      if (queues_[s].empty()) return;  // stopping
+      Task task = std::move(queues_[s].front());
+      queues_[s].pop_front();
+      busy_[s] = true;
+      lock.unlock();
+      absl::Status status = task();
+      lock.lock();
+      busy_[s] = false;
+      if (errors_[s].ok()) errors_[s] = std::move(status);
+      changed_.notify_all();
+    }
+  }
+
+  const int compute_delay_us_;
+  backends::reference::ReferenceBackend reference_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopping_ = false;
+  std::array<std::deque<Task>, program::kNumStreams> queues_;
+  std::array<bool, program::kNumStreams> busy_{};
+  std::array<absl::Status, program::kNumStreams> errors_;
+  std::vector<int64_t> issued_;     // per event: records issued on the host
+  std::vector<int64_t> completed_;  // per event: the latest record the device passed
+  int64_t clock_ = 0;
+  std::vector<WaitRecord> waits_;
+  std::map<std::pair<program::EventId, int64_t>, int64_t> completed_at_;
+  std::array<std::thread, program::kNumStreams> workers_;
+};
+
+// The events are the device's: the runtime's host threads only wait for a
+// record to be issued, so an asynchronous backend overlaps the streams, and
+// the results are still those of the synchronous backend, bitwise.
+TEST(Runtime, AnAsynchronousBackendGetsTheSameResultsWithoutTheHostWaitingForTheDevice) {
+  const ir::Graph graph =
+      ParseOrDie(TrainText({{"a", "spill"}, {"y", "recompute"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  const Outcome expected = RunSteps(graph, program, 3);
+  AsyncBackend backend(/*compute_delay_us=*/3000);
+  const Outcome outcome = RunSteps(graph, program, 3, &backend);
+  EXPECT_EQ(outcome.state, expected.state);
+  EXPECT_EQ(outcome.captured, expected.captured);
+
+  // Some stream was told to wait for an event before the device completed
+  // it: its host thread went on while the slow compute stream was busy.
+  const std::vector<AsyncBackend::WaitRecord> waits = backend.waits();
+  ASSERT_FALSE(waits.empty()) << program::ProgramToText(program);
+  int early = 0;
+  for (const AsyncBackend::WaitRecord& wait : waits) {
+    early += wait.issued_at < backend.completed_at(wait.event, wait.generation);
+  }
+  EXPECT_GT(early, 0);
+}
+
 TEST(Runtime, FiftyRunsGiveIdenticalResults) {
   const ir::Graph graph =
       ParseOrDie(TrainText({{"a", "spill"}, {"y", "recompute"}, {"s", "spill"}}));
@@ -631,10 +813,15 @@ TEST(Runtime, AProgramLargerThanTheMachineIsRefusedBeforeAllocating) {
   EXPECT_THAT(StatusMessage(shared),
               HasSubstr(fmt::format("needs {} of memory", FormatBytes(both))));
   // Two pools (a GPU): each against its own.
-  EXPECT_TRUE(create({.device_bytes = program.arena_bytes, .host_bytes = program.host_bytes, .shared = false}).ok());
-  EXPECT_THAT(StatusMessage(create({.device_bytes = program.arena_bytes - 1, .host_bytes = {}, .shared = false})),
+  EXPECT_TRUE(
+      create(
+          {.device_bytes = program.arena_bytes, .host_bytes = program.host_bytes, .shared = false})
+          .ok());
+  EXPECT_THAT(StatusMessage(create(
+                  {.device_bytes = program.arena_bytes - 1, .host_bytes = {}, .shared = false})),
               HasSubstr("of device memory"));
-  EXPECT_THAT(StatusMessage(create({.device_bytes = {}, .host_bytes = program.host_bytes - 1, .shared = false})),
+  EXPECT_THAT(StatusMessage(create(
+                  {.device_bytes = {}, .host_bytes = program.host_bytes - 1, .shared = false})),
               HasSubstr("of host memory"));
   EXPECT_TRUE(create({}).ok());  // unknown: nothing to check against
 }
@@ -647,7 +834,9 @@ TEST(Runtime, ABufferOutsideTheArenaIsRefused) {
   absl::StatusOr<std::unique_ptr<Runtime>> runtime =
       Runtime::Create(program, backend, program.arena_bytes);
   EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(StatusMessage(runtime.status()), HasSubstr("lies outside the arena"));
+  EXPECT_THAT(StatusMessage(runtime.status()),
+              HasSubstr("the Program does not verify: invalid program: buffer 'loss'"));
+  EXPECT_THAT(StatusMessage(runtime.status()), HasSubstr("lies outside the"));
 }
 
 TEST(Runtime, AMisalignedBufferIsRefused) {
@@ -659,7 +848,24 @@ TEST(Runtime, AMisalignedBufferIsRefused) {
   absl::StatusOr<std::unique_ptr<Runtime>> runtime =
       Runtime::Create(program, backend, program.arena_bytes);
   EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(StatusMessage(runtime.status()), HasSubstr("not a multiple of 64 bytes"));
+  EXPECT_THAT(StatusMessage(runtime.status()),
+              HasSubstr("not a multiple of the 256-byte alignment"));
+}
+
+// The layout's alignment covers the backends in the tree (256 bytes); a
+// backend that needs more refuses the Program before allocating anything.
+TEST(Runtime, ABackendNeedingAWiderAlignmentRefusesTheProgram) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  backend.set_alignment(2 * program.alignment);
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(StatusMessage(runtime.status()),
+              HasSubstr("multiples of 256 bytes; the test backend needs multiples of 512"));
+  backend.set_alignment(program.alignment);
+  EXPECT_TRUE(Runtime::Create(program, backend, program.arena_bytes).ok());
 }
 
 TEST(Runtime, ACopyAfterTheFirstUpdateIsRefused) {
@@ -683,7 +889,8 @@ TEST(Runtime, ACopyAfterTheFirstUpdateIsRefused) {
       Runtime::Create(program, backend, program.arena_bytes);
   EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(StatusMessage(runtime.status()),
-              HasSubstr("runs after the first update (compute 'q.new' (sgd_update)"));
+              HasSubstr("runs after the first update, instruction"));
+  EXPECT_THAT(StatusMessage(runtime.status()), HasSubstr("node 'q.new'"));
 }
 
 // The policies' Programs for real models, under a budget that makes them spill
@@ -758,6 +965,9 @@ TEST_P(EveryPolicy, TrainsBitwiseLikeKeepingEverything) {
       EXPECT_LE(step.peak_resident_bytes, budget);
       EXPECT_EQ(step.bytes_to_host, program.host_bytes);
     }
+    // The same Program with the streams' order kept by device events alone.
+    AsyncBackend asynchronous;
+    EXPECT_EQ(RunSteps(graph, program, 2, &asynchronous, loss).state, expected.state);
   }
   EXPECT_GT(spilling_or_recomputing, 0);
 }
