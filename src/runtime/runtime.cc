@@ -302,8 +302,9 @@ void Runtime::Impl::PrepareEvents() {
   const size_t events = static_cast<size_t>(program.num_events);
   std::vector<const Instruction*> recorder(events, nullptr);
   for (const Instruction& instruction : program.instructions) {
-    if (instruction.record != kNoEvent)
+    if (instruction.record != kNoEvent) {
       recorder[static_cast<size_t>(instruction.record)] = &instruction;
+    }
   }
   // Expands an event through the frees that record it, memoized; the
   // verifier has checked that events form no cycle.
@@ -327,11 +328,12 @@ void Runtime::Impl::PrepareEvents() {
   };
   device_recorded_.assign(events, false);
   for (const Instruction& instruction : program.instructions) {
-    if (instruction.kind == InstructionKind::kFree)
-      continue;  // a free's waits are not its stream's
+    // A free's waits are not its stream's: they are expanded where its event is.
+    if (instruction.kind == InstructionKind::kFree) continue;
     for (EventId event : instruction.waits) {
-      for (EventId device : expand(expand, event))
+      for (EventId device : expand(expand, event)) {
         device_recorded_[static_cast<size_t>(device)] = true;
+      }
     }
   }
 }
