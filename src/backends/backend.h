@@ -74,6 +74,16 @@ class Backend {
   // by the kernel killing the process. Unknown by default.
   virtual AvailableMemory Available() const { return {}; }
 
+  // Whether the backend can run `node` of `graph` (its op, dtypes and
+  // attributes): Unimplemented saying what it lacks. The runtime asks for
+  // every node a Program computes before allocating anything, so an
+  // unsupported op is refused by name, not met mid-step. The CPU and
+  // reference backends run every op (each has a reference kernel, checked at
+  // compile time), so the default says yes.
+  virtual absl::Status CheckSupported(const ir::Graph& /*graph*/, const ir::Node& /*node*/) const {
+    return absl::OkStatus();
+  }
+
   // Called once per Program, after the arena is allocated and before any
   // step: make the Program's events (program.num_events of them), caches,
   // handles. Nothing to do by default.

@@ -1,10 +1,13 @@
 #include "cli/backend_flags.h"
 
-#include "backends/cpu/cpu_backend.h"
+#include <string>
+#include <vector>
+
 #include "backends/cpu/cpu_isa.h"
-#include "backends/reference/reference_backend.h"
+#include "backends/registry.h"
 #include "cli/option_validators.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "support/status_macros.h"
 
 namespace spillway::cli {
@@ -13,10 +16,14 @@ namespace spillway::cli {
 constexpr int kMaxThreads = 1024;
 
 void AddBackendFlags(CLI::App& command, BackendFlags& flags) {
-  command
-      .add_option("--backend", flags.backend,
-                  "cpu (oneDNN and OpenMP loops) or reference (slow, plain)")
-      ->check(CLI::IsMember({"cpu", "reference"}))
+  std::vector<std::string> names;
+  std::vector<std::string> descriptions;
+  for (const backends::BackendInfo& info : backends::ListBackends()) {
+    names.push_back(info.name);
+    descriptions.push_back(fmt::format("{} ({})", info.name, info.description));
+  }
+  command.add_option("--backend", flags.backend, fmt::format("{}", fmt::join(descriptions, "; ")))
+      ->check(CLI::IsMember(names))
       ->capture_default_str();
   command
       .add_option("--threads", flags.threads,
@@ -28,12 +35,7 @@ void AddBackendFlags(CLI::App& command, BackendFlags& flags) {
 }
 
 absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendFlags& flags) {
-  if (flags.backend == "reference") {
-    return std::make_unique<backends::reference::ReferenceBackend>();
-  }
-  RETURN_IF_ERROR(backends::cpu::CheckCpuIsaEnvironment());
-  return std::make_unique<backends::cpu::CpuBackend>(
-      backends::cpu::CpuBackendOptions{.threads = flags.threads});
+  return backends::MakeBackend(flags.backend, {.threads = flags.threads});
 }
 
 std::string DescribeBackend(const BackendFlags& flags) {

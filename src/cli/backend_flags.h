@@ -19,9 +19,9 @@ struct BackendFlags {
 
 void AddBackendFlags(CLI::App& command, BackendFlags& flags);
 
-// The backend the flags name. The CPU backend's ISA switches
-// (ONEDNN_MAX_CPU_ISA, SPILLWAY_DIRECT_KERNELS) are checked first, so a bad
-// value is a one-line error rather than a silent default.
+// The backend the flags name, from the registry (backends/registry.h). The
+// CPU backend's ISA switches (ONEDNN_MAX_CPU_ISA, SPILLWAY_DIRECT_KERNELS) are
+// checked first, so a bad value is a one-line error rather than a silent default.
 absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendFlags& flags);
 
 // "cpu, 2 threads, oneDNN 2.6.3 on avx512_core, direct kernels avx512", or "reference".

@@ -265,6 +265,16 @@ absl::Status Runtime::Impl::Check(int64_t budget_bytes) {
   }
   RETURN_IF_ERROR(CheckMachineMemory(program, backend_.Available()));
   RETURN_IF_ERROR(Annotate(program::VerifyProgram(program), "the Program does not verify"));
+  std::set<ir::NodeId> checked;
+  for (const Instruction& instruction : program.instructions) {
+    if (instruction.node == ir::kNoNode || !checked.insert(instruction.node).second) continue;
+    const ir::Node& node = program.graph->node(instruction.node);
+    if (absl::Status supported = backend_.CheckSupported(*program.graph, node); !supported.ok()) {
+      return absl::FailedPreconditionError(
+          fmt::format("the {} backend cannot run node '{}' ({}): {}", backend_.name(), node.name,
+                      ir::OpName(node.op), StatusMessage(supported)));
+    }
+  }
   if (program.alignment % backend_.alignment() != 0) {
     return absl::FailedPreconditionError(fmt::format(
         "the Program places device buffers at multiples of {} bytes; the {} backend needs "

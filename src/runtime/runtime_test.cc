@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -69,6 +70,7 @@ class TestBackend final : public backends::Backend {
   int host_allocations() const { return host_allocations_; }
   void set_available(backends::AvailableMemory available) { available_ = available; }
   void set_alignment(int64_t alignment) { alignment_ = alignment; }
+  void set_unsupported(ir::OpKind op) { unsupported_ = op; }
   // Per stream, the kernels or copies of the last step, in the order they ran.
   const std::vector<Span>& log(Stream stream) const { return log_[StreamIndex(stream)]; }
   void ClearLog() {
@@ -87,6 +89,10 @@ class TestBackend final : public backends::Backend {
   void FreeHost(void* memory) override { reference_.FreeHost(memory); }
   backends::AvailableMemory Available() const override { return available_; }
   int64_t alignment() const override { return alignment_; }
+  absl::Status CheckSupported(const ir::Graph& /*graph*/, const ir::Node& node) const override {
+    if (unsupported_ != node.op) return absl::OkStatus();
+    return absl::UnimplementedError("the test backend has no kernel for it");
+  }
 
   absl::Status RunKernel(Stream stream, const backends::KernelCall& call) override {
     if (call.node.name == failing_node_) {
@@ -135,6 +141,7 @@ class TestBackend final : public backends::Backend {
   int host_allocations_ = 0;             // only the d2h stream allocates host memory
   backends::AvailableMemory available_;  // unknown unless a test sets it
   int64_t alignment_ = backends::kTensorAlignment;
+  std::optional<ir::OpKind> unsupported_;
   std::atomic<int64_t> clock_{0};
   std::array<std::vector<Span>, program::kNumStreams> log_;
   std::array<std::minstd_rand, program::kNumStreams> random_{
@@ -866,6 +873,20 @@ TEST(Runtime, ABackendNeedingAWiderAlignmentRefusesTheProgram) {
               HasSubstr("multiples of 256 bytes; the test backend needs multiples of 512"));
   backend.set_alignment(program.alignment);
   EXPECT_TRUE(Runtime::Create(program, backend, program.arena_bytes).ok());
+}
+
+// An op the backend cannot run is refused by name before anything runs.
+TEST(Runtime, ANodeTheBackendCannotRunIsRefusedByName) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program program = BuildOrDie(graph);
+  TestBackend backend;
+  backend.set_unsupported(ir::OpKind::kBatchNorm);
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime =
+      Runtime::Create(program, backend, program.arena_bytes);
+  EXPECT_EQ(runtime.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(StatusMessage(runtime.status()),
+              HasSubstr("the test backend cannot run node 'bn' (batch_norm): the test backend has "
+                        "no kernel for it"));
 }
 
 TEST(Runtime, ACopyAfterTheFirstUpdateIsRefused) {

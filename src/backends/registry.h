@@ -1,0 +1,35 @@
+// Backends by name: the one place that knows which backends are built in, for
+// the command line and for library users. A backend is made by name with the
+// options every backend understands.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backends/backend.h"
+
+namespace spillway::backends {
+
+struct BackendOptions {
+  // Threads each kernel may use where the backend runs kernels on the host
+  // (the cpu backend); results are bitwise reproducible for a given count.
+  int threads = 1;
+};
+
+struct BackendInfo {
+  std::string name;
+  std::string description;  // one line, for --help
+};
+
+// Every backend built in, in a fixed order (the default first).
+const std::vector<BackendInfo>& ListBackends();
+
+// NotFound naming the known backends for an unknown name; the backend's own
+// error where it cannot start here (the cpu backend: a bad ISA variable).
+absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::string_view name,
+                                                     const BackendOptions& options);
+
+}  // namespace spillway::backends

@@ -1,0 +1,34 @@
+#include "backends/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "support/status_macros.h"
+
+namespace spillway::backends {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(BackendRegistry, MakesEveryListedBackendUnderItsName) {
+  ASSERT_FALSE(ListBackends().empty());
+  EXPECT_EQ(ListBackends().front().name, "cpu");  // the default comes first
+  for (const BackendInfo& info : ListBackends()) {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(info.name, {.threads = 1});
+    ASSERT_TRUE(backend.ok()) << info.name << ": " << StatusMessage(backend.status());
+    EXPECT_EQ((*backend)->name(), info.name);
+    EXPECT_FALSE(info.description.empty());
+  }
+}
+
+TEST(BackendRegistry, AnUnknownNameListsTheKnownOnes) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend("gpu", {});
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(StatusMessage(backend.status()),
+              HasSubstr("unknown backend 'gpu'; the backends are cpu, reference"));
+}
+
+}  // namespace
+}  // namespace spillway::backends
