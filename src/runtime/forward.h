@@ -1,13 +1,11 @@
 // Runs a forward graph once, to check its numbers: an imported model's output
 // against the framework it came from (`spillway forward`, docs/onnx.md).
 //
-// This is not the training runtime (runtime.h). There is no Program, no plan
-// and no budget: nodes run one after another in the graph's order on the
-// compute stream, every value gets a device buffer of its own from the
-// backend, allocated when its producer runs and freed after its last reader,
-// so the device holds the parameters plus the live activations, not the whole
-// graph. In-place outputs (batch norm's running statistics) share their
-// input's buffer, as the kernel contract requires.
+// It goes through the training runtime (runtime.h), so there is one executor:
+// the graph becomes a Program that keeps every value on the device (the
+// `none` plan: each value allocated when its producer runs and freed after
+// its last reader, on an arena laid out for that), with no budget beyond
+// that arena; the runtime checks it against the machine's memory first.
 #pragma once
 
 #include <cstddef>
@@ -35,8 +33,8 @@ struct ForwardOptions {
 struct ForwardResult {
   // The graph outputs' bytes in the IR's layout, in graph output order.
   std::vector<std::vector<std::byte>> outputs;
-  int64_t peak_device_bytes = 0;  // most bytes allocated at once
-  double seconds = 0;             // wall time of the nodes
+  int64_t peak_device_bytes = 0;  // most device bytes resident at once
+  double seconds = 0;             // wall time of the step
 };
 
 // Errors: a graph with nodes that are not forward nodes, a graph input
