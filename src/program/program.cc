@@ -48,6 +48,18 @@ std::string BufferList(const Program& program, const std::vector<BufferId>& ids)
 
 }  // namespace
 
+bool RecomputeReadsSavedStatistics(const ir::Node& node) {
+  if (node.op != ir::OpKind::kBatchNorm) return false;
+  absl::StatusOr<bool> training = node.attrs.GetBool("training", true);
+  return training.ok() && *training;
+}
+
+ir::ValueId ReadValue(const ir::Graph& graph, const Instruction& instruction, size_t k) {
+  const ir::Node& node = graph.node(instruction.node);
+  if (k < node.inputs.size()) return node.inputs[k];
+  return node.outputs[k - node.inputs.size() + 1];
+}
+
 std::string ProgramToText(const Program& program) {
   std::string text = fmt::format("program: {} buffers, {} instructions, {} events, arena {}\n",
                                  program.buffers.size(), program.instructions.size(),

@@ -97,6 +97,18 @@ struct Program {
   const Buffer& buffer(BufferId id) const { return buffers.at(static_cast<size_t>(id)); }
 };
 
+// A batch norm in training mode is recomputed from the statistics it saved
+// the first time, so that the recomputed output is bitwise the original, and
+// does not touch the running statistics again.
+bool RecomputeReadsSavedStatistics(const ir::Node& node);
+
+// The value the k-th read of a compute or recompute instruction holds: the
+// node's k-th input; past its inputs, for a batch norm recomputed from its
+// saved statistics, its outputs 1 (the mean) and 2 (the inverse standard
+// deviation). The one place this order is written down: the verifier and the
+// runtime read it here, and kernels get their inputs in it (backends/kernel.h).
+ir::ValueId ReadValue(const ir::Graph& graph, const Instruction& instruction, size_t k);
+
 // A readable listing, one instruction a line, for dumps and test failures.
 std::string ProgramToText(const Program& program);
 

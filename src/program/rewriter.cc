@@ -48,15 +48,6 @@ namespace {
 
 constexpr int kForever = ScheduleReads::kNever;
 
-// A batch norm in training mode re-normalizes with the statistics it saved the
-// first time, so that the recomputed output is bitwise the original, and does
-// not touch the running statistics again.
-bool RecomputeReadsSavedStatistics(const ir::Node& node) {
-  if (node.op != ir::OpKind::kBatchNorm) return false;
-  absl::StatusOr<bool> training = node.attrs.GetBool("training", true);
-  return training.ok() && *training;
-}
-
 class Rewriter {
  public:
   Rewriter(const ir::Graph& graph, std::vector<ir::NodeId> schedule, const Plan& plan)

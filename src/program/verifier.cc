@@ -335,17 +335,14 @@ class Verifier {
     return absl::OkStatus();
   }
 
-  // The value an instruction expects in each buffer it reads. A recompute
-  // reads its node's inputs and then, for batch norm, the saved statistics
-  // (outputs 1 and 2 of the node).
+  // The value an instruction expects in each buffer it reads (ReadValue for
+  // kernels, the spilled value for copies).
   ir::ValueId ExpectedRead(const Instruction& instruction, size_t k) const {
     if (instruction.kind == InstructionKind::kCopyToHost ||
         instruction.kind == InstructionKind::kCopyToDevice) {
       return program_.buffer(instruction.writes[0]).value;
     }
-    const ir::Node& node = program_.graph->node(instruction.node);
-    if (k < node.inputs.size()) return node.inputs[k];
-    return node.outputs[k - node.inputs.size() + 1];
+    return ReadValue(*program_.graph, instruction, k);
   }
 
   ir::ValueId Written(const Instruction& instruction, size_t o) const {

@@ -376,12 +376,11 @@ absl::Status Runtime::Impl::Prepare() {
         break;
       case InstructionKind::kCompute:
       case InstructionKind::kRecompute: {
-        // Types follow the node; a recomputed batch norm's extra reads are
-        // its saved statistics, the node's outputs 1 and 2.
+        // Types follow the values read (a recomputed batch norm's saved
+        // statistics after its inputs: program::ReadValue).
         const ir::Node& node = graph.node(instruction.node);
         for (size_t k = 0; k < instruction.reads.size(); ++k) {
-          const ir::ValueId value =
-              k < node.inputs.size() ? node.inputs[k] : node.outputs[k - node.inputs.size() + 1];
+          const ir::ValueId value = program::ReadValue(graph, instruction, k);
           const BufferId buffer = instruction.reads[k];
           kernel_inputs_[i].push_back(
               {&graph.value(value).type, buffer == kNoBuffer ? nullptr : Address(buffer)});
