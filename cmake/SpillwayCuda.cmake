@@ -5,6 +5,11 @@ set(SPILLWAY_HAVE_CUDA OFF)
 if(_spillway_cuda STREQUAL "OFF")
   message(STATUS "Spillway: CUDA backend disabled (SPILLWAY_CUDA=OFF)")
 elseif(_spillway_cuda STREQUAL "AUTO" OR _spillway_cuda STREQUAL "ON")
+  # Ampere and Hopper by default (CUDA 13 no longer targets Volta); CI builds
+  # one architecture, which also embeds its PTX.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)

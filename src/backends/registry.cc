@@ -4,6 +4,9 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_isa.h"
+#ifdef SPILLWAY_WITH_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 #include "backends/reference/reference_backend.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -28,10 +31,20 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeReference(const BackendOptions& /*o
   return std::make_unique<reference::ReferenceBackend>();
 }
 
+#ifdef SPILLWAY_WITH_CUDA
+absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(const BackendOptions& /*options*/) {
+  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> backend, cuda::CudaBackend::Create({}));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+#endif
+
 const std::vector<Entry>& Registry() {
   static const std::vector<Entry>* entries = new std::vector<Entry>{
       {{"cpu", "oneDNN and OpenMP loops on the host"}, MakeCpu},
       {{"reference", "plain reference kernels, slow; for checking numbers"}, MakeReference},
+#ifdef SPILLWAY_WITH_CUDA
+      {{"cuda", "an NVIDIA GPU; runs element-wise ops only so far"}, MakeCuda},
+#endif
   };
   return *entries;
 }

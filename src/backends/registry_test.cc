@@ -17,6 +17,11 @@ TEST(BackendRegistry, MakesEveryListedBackendUnderItsName) {
   EXPECT_EQ(ListBackends().front().name, "cpu");  // the default comes first
   for (const BackendInfo& info : ListBackends()) {
     absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(info.name, {.threads = 1});
+    // A GPU backend built on a machine without a GPU says so, in one line.
+    if (info.name == "cuda" && backend.status().code() == absl::StatusCode::kFailedPrecondition) {
+      EXPECT_THAT(StatusMessage(backend.status()), HasSubstr("no usable CUDA device"));
+      continue;
+    }
     ASSERT_TRUE(backend.ok()) << info.name << ": " << StatusMessage(backend.status());
     EXPECT_EQ((*backend)->name(), info.name);
     EXPECT_FALSE(info.description.empty());

@@ -1,0 +1,124 @@
+// The CUDA backend. Without a usable GPU (the development machine and CI have
+// the toolkit but no device), the tests that need one skip, saying why; what
+// needs no device runs everywhere.
+#include "backends/cuda/cuda_backend.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/reference/reference_backend.h"
+#include "ir/text_format.h"
+#include "program/plan.h"
+#include "program/rewriter.h"
+#include "runtime/runtime.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::backends::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A forward and backward pass of element-wise ops only, with two tensors
+// spilled: the runtime's copies and events go through the GPU's streams.
+constexpr char kGraph[] =
+    "graph elementwise {\n"
+    "  input %x: f32[4,64]\n"
+    "  param %w: f32[4,64]\n"
+    "  %a: f32[4,64] = mul(%x, %w) {memory=\"spill\"}\n"
+    "  %r: f32[4,64] = relu(%a)\n"
+    "  %s: f32[4,64] = relu(%r) {memory=\"spill\"}\n"
+    "  %loss: f32[4,64] = add(%s, %a)\n"
+    "  %ds: f32[4,64] = relu_backward(%loss, %s) @backward\n"
+    "  %dr: f32[4,64] = relu_backward(%ds, %r) @backward\n"
+    "  %dw: f32[4,64] = mul(%dr, %a) @backward\n"
+    "  %d: f32[4,64] = sub(%dw, %w) @backward\n"
+    "  output %loss, %d\n"
+    "}\n";
+
+ir::Graph ParseOrDie() {
+  absl::StatusOr<ir::Graph> graph = ir::ParseAndVerifyGraph(kGraph);
+  SPILLWAY_CHECK(graph.ok(), "the test graph parses");
+  return *std::move(graph);
+}
+
+TEST(CudaBackend, SaysWhichNodesItCannotRunWithoutNeedingADevice) {
+  const ir::Graph graph = ParseOrDie();
+  for (const ir::Node& node : graph.nodes()) {
+    EXPECT_TRUE(CudaSupports(node).ok()) << node.name;
+  }
+  absl::StatusOr<ir::Graph> conv = ir::ParseAndVerifyGraph(
+      "graph conv {\n"
+      "  input %x: f32[1,8,8,3] nhwc\n"
+      "  param %w: f32[4,3,3,3]\n"
+      "  %y: f32[1,6,6,4] nhwc = conv2d(%x, %w)\n"
+      "  output %y\n"
+      "}\n");
+  ASSERT_TRUE(conv.ok()) << StatusMessage(conv.status());
+  const absl::Status refused = CudaSupports(conv->node(0));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(StatusMessage(refused), HasSubstr("no kernel for this op yet"));
+}
+
+TEST(CudaBackend, WithoutADeviceCreatingItSaysWhy) {
+  if (CountDevices().ok()) GTEST_SKIP() << "this machine has a CUDA device";
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create({});
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(StatusMessage(backend.status()), HasSubstr("no usable CUDA device"));
+}
+
+// The graph's outputs after one step, from a backend.
+absl::StatusOr<std::map<std::string, std::vector<std::byte>>> RunOnce(const ir::Graph& graph,
+                                                                      Backend& backend) {
+  program::Plan plan("pinned", graph);
+  RETURN_IF_ERROR(program::ApplyPins(graph, plan));
+  ASSIGN_OR_RETURN(const program::Program program,
+                   program::BuildProgram(graph, program::TrainingSchedule(graph), plan));
+  if (program.host_bytes == 0) return absl::InternalError("the test plan spills nothing");
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::Runtime> runtime,
+                   runtime::Runtime::Create(program, backend, program.arena_bytes));
+  for (ir::ValueId input : graph.inputs()) {
+    const ir::Value& value = graph.value(input);
+    std::vector<float> values(static_cast<size_t>(value.type.bytes()) / sizeof(float));
+    for (size_t i = 0; i < values.size(); ++i) {
+      values[i] = static_cast<float>((static_cast<int64_t>(i) * 7 + input * 13) % 17 - 8) / 8.0f;
+    }
+    RETURN_IF_ERROR(runtime->Write(input, std::as_bytes(std::span(values))));
+  }
+  ASSIGN_OR_RETURN(const runtime::StepResult step, runtime->RunStep({}));
+  (void)step;
+  std::map<std::string, std::vector<std::byte>> outputs;
+  for (ir::ValueId output : graph.outputs()) {
+    std::vector<std::byte>& bytes = outputs[graph.value(output).name];
+    bytes.resize(static_cast<size_t>(graph.value(output).type.bytes()));
+    RETURN_IF_ERROR(runtime->Read(output, bytes));
+  }
+  return outputs;
+}
+
+// Element-wise f32 kernels round like the CPU's (a lone add or multiply), so
+// the GPU's step is bitwise the reference backend's.
+TEST(CudaBackend, RunsASpillingStepBitwiseLikeTheReferenceBackend) {
+  if (absl::StatusOr<int> devices = CountDevices(); !devices.ok()) {
+    GTEST_SKIP() << StatusMessage(devices.status());
+  }
+  const ir::Graph graph = ParseOrDie();
+  reference::ReferenceBackend reference;
+  absl::StatusOr<std::map<std::string, std::vector<std::byte>>> expected =
+      RunOnce(graph, reference);
+  ASSERT_TRUE(expected.ok()) << StatusMessage(expected.status());
+  absl::StatusOr<std::unique_ptr<CudaBackend>> gpu = CudaBackend::Create({});
+  ASSERT_TRUE(gpu.ok()) << StatusMessage(gpu.status());
+  absl::StatusOr<std::map<std::string, std::vector<std::byte>>> outputs = RunOnce(graph, **gpu);
+  ASSERT_TRUE(outputs.ok()) << StatusMessage(outputs.status());
+  EXPECT_EQ(*outputs, *expected);
+}
+
+}  // namespace
+}  // namespace spillway::backends::cuda
