@@ -21,8 +21,11 @@
 
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "onnx/importer.h"
 #include "onnx/onnx_pb.h"
 #include "support/npy.h"
+#include "support/status_macros.h"
+#include "train/checkpoint.h"
 
 namespace {
 
@@ -487,6 +490,58 @@ TEST(Cli, TrainStartsAnOnnxModelFromTheWeightsInItsFile) {
   EXPECT_GT(json["spilled_tensors"].get<int64_t>() + json["recomputed_tensors"].get<int64_t>(), 0);
 }
 
+// Train an ONNX model, export the checkpoint into it, and the exported file
+// imports with exactly the trained values; nothing is written for a
+// checkpoint of another model.
+TEST(Cli, ExportWritesTheTrainedValuesBackIntoTheOnnxModel) {
+  const std::string model = WriteTinyOnnxModel();
+  const std::string dir = ::testing::TempDir() + fmt::format("/spillway_export_{}", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string checkpoint = dir + "/run.ckpt";
+  const std::string out = dir + "/trained.onnx";
+  const CommandResult trained =
+      Spillway(fmt::format("train --onnx {} --loss cross-entropy --batch 2 --steps 2 --lr 0.5 "
+                           "--threads 1 --max-evaluations 20 --save {}",
+                           model, checkpoint));
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  const CommandResult exported = Spillway(
+      fmt::format("export --onnx {} --loss cross-entropy --batch 2 --checkpoint {} --out {}", model,
+                  checkpoint, out));
+  ASSERT_EQ(exported.exit_code, 0) << exported.out;
+  EXPECT_THAT(exported.out, HasSubstr("Exported 3 tensors"));
+  EXPECT_THAT(exported.out, HasSubstr("(step 2)"));
+
+  absl::StatusOr<spillway::train::Checkpoint> saved = spillway::train::ReadCheckpoint(checkpoint);
+  ASSERT_TRUE(saved.ok()) << spillway::StatusMessage(saved.status());
+  absl::StatusOr<spillway::onnx::ImportedModel> original = spillway::onnx::ImportModelFile(model, {});
+  absl::StatusOr<spillway::onnx::ImportedModel> again = spillway::onnx::ImportModelFile(out, {});
+  ASSERT_TRUE(original.ok() && again.ok());
+  int compared = 0;
+  for (const spillway::train::CheckpointTensor& tensor : saved->tensors) {
+    if (!again->initial_values.contains(tensor.name)) continue;  // optimizer state
+    EXPECT_EQ(again->initial_values.at(tensor.name), tensor.bytes) << tensor.name;
+    EXPECT_NE(original->initial_values.at(tensor.name), tensor.bytes) << tensor.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3);
+
+  // A checkpoint of a built-in model is not this model's.
+  const std::string other = dir + "/other.ckpt";
+  ASSERT_EQ(Spillway("train --model resnet18 --image 32 --base-width 4 --steps 1 "
+                     "--max-evaluations 20 --save " +
+                     other)
+                .exit_code,
+            0);
+  const std::string refused_out = dir + "/refused.onnx";
+  const CommandResult refused = Spillway(fmt::format(
+      "export --onnx {} --loss cross-entropy --checkpoint {} --out {}", model, other, refused_out));
+  EXPECT_EQ(refused.exit_code, 2) << refused.out;
+  EXPECT_THAT(refused.out,
+              HasSubstr("has no tensor 'conv.weight': it was saved from another model"));
+  EXPECT_FALSE(std::filesystem::exists(refused_out));
+  std::filesystem::remove_all(dir);
+}
+
 struct BadInput {
   const char* args;
   const char* message;
@@ -506,13 +561,15 @@ INSTANTIATE_TEST_SUITE_P(
     Errors, CliBadInput,
     ::testing::Values(BadInput{"inspect --model resnet51", "resnet51"},
                       BadInput{"inspect --model resnet50 --batch 0", "batch"},
-                      BadInput{"inspect --model resnet50 --image -5", "--image must be a positive integer, got '-5'"},
+                      BadInput{"inspect --model resnet50 --image -5",
+                               "--image must be a positive integer, got '-5'"},
                       BadInput{"inspect --model vgg16 --image 16", "too small"},
                       BadInput{"inspect --model resnet50 --image 8000 --batch 2000000000000",
                                "64-bit"},
                       BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
                       BadInput{"inspect --model resnet50 --image lots", "lots"},
-                      BadInput{"inspect", "--model"}, BadInput{"frobnicate", "unknown command 'frobnicate'"},
+                      BadInput{"inspect", "--model"},
+                      BadInput{"frobnicate", "unknown command 'frobnicate'"},
                       BadInput{"hardware v100", "v100-16g-nvlink2, v100-16g-pcie3"},
                       BadInput{"plan --model resnet18 --budget lots", "budget"},
                       BadInput{"plan --model resnet18 --budget 150%", "budget"},

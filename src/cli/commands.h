@@ -19,5 +19,6 @@ CommandRunner AddPlanCommand(CLI::App& app);
 CommandRunner AddCompareCommand(CLI::App& app);
 CommandRunner AddTrainCommand(CLI::App& app);
 CommandRunner AddForwardCommand(CLI::App& app);
+CommandRunner AddExportCommand(CLI::App& app);
 
 }  // namespace spillway::cli

@@ -39,8 +39,7 @@ int ExitCodeOf(const absl::Status& status) {
 }
 
 void PrintError(std::string_view message) {
-  std::fprintf(stderr, "spillway: error: %.*s\n", static_cast<int>(message.size()),
-               message.data());
+  std::fprintf(stderr, "spillway: error: %.*s\n", static_cast<int>(message.size()), message.data());
 }
 
 std::vector<std::string> CommandNames(const CLI::App& app) {
@@ -141,7 +140,7 @@ int main(int argc, char** argv) {
       spillway::cli::AddModelsCommand(app),   spillway::cli::AddInspectCommand(app),
       spillway::cli::AddHardwareCommand(app), spillway::cli::AddPlanCommand(app),
       spillway::cli::AddCompareCommand(app),  spillway::cli::AddTrainCommand(app),
-      spillway::cli::AddForwardCommand(app),
+      spillway::cli::AddForwardCommand(app),  spillway::cli::AddExportCommand(app),
   };
   if (RefuseUnknownCommand(app, argc, argv)) return kUsageError;
   try {

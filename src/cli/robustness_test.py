@@ -330,6 +330,17 @@ case(f"{forward} --backend gpu", "gpu")
 case("forward --model resnet50 --image 60000", "of host memory but this machine has")
 
 
+# Export: the trained values go back into the model they came from.
+case("export --model resnet18 --checkpoint {garbage.ckpt} --out x.onnx", "export needs --onnx")
+case("export --onnx {garbage.onnx} --checkpoint {garbage.ckpt}", "--out is required")
+case("export --onnx {garbage.onnx} --out x.onnx", "--checkpoint is required")
+case("export --onnx {garbage.onnx} --checkpoint {garbage.ckpt} --out x.onnx", "garbage.onnx")
+case("export --onnx {garbage.onnx} --checkpoint {garbage.ckpt} --out {a_directory}",
+     "it is a directory")
+case("export --onnx {garbage.onnx} --checkpoint {garbage.ckpt} --out {missing_dir}",
+     "no_such_dir")
+
+
 def run_case(binary, fixtures, args, expected, work_root, index):
     command = [binary] + [re.sub(r"\{([\w.]+)\}", lambda m: fixtures[m.group(1)], part)
                           for part in shlex.split(args)]

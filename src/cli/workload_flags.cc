@@ -158,7 +158,7 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutp
         flags.onnx));
   }
   return Workload{std::move(model.graph), std::move(model.initial_values),
-                  std::move(model.output_names)};
+                  std::move(model.output_names), std::move(model.ohwi_initializers)};
 }
 
 }  // namespace
@@ -184,7 +184,7 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
   if (flags.batch) flags.options.batch = *flags.batch;
   ASSIGN_OR_RETURN(ir::Graph graph, models::BuildModel(flags.model, flags.options));
   RETURN_IF_ERROR(ir::CheckGraphSize(graph));
-  return Workload{std::move(graph), {}, {}};
+  return Workload{std::move(graph), {}, {}, {}};
 }
 
 void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,9 @@ struct Workload {
   // The names of the graph's outputs as the user knows them: the ONNX file's
   // output names; empty for a built-in model (its value names are those).
   std::vector<std::string> output_names;
+  // An ONNX model's initializers transposed to OHWI (convolution weights),
+  // for writing trained values back (spillway export).
+  std::set<std::string> ohwi_initializers;
 };
 
 // What the graph's outputs may be: training and planning need a scalar loss;

@@ -57,7 +57,7 @@ ConvertResult ConvertConv(Importer& importer, const NodeProto& node) {
         }
       }
     }
-    w_value = importer.Materialize(node.input(1), {o, kh, kw, c}, ohwi);
+    w_value = importer.Materialize(node.input(1), {o, kh, kw, c}, ohwi, /*ohwi=*/true);
   } else if (importer.graph().value(w_value).type.shape != ir::Shape{o, kh, kw, c}) {
     return Refuse("the weight is shared with a node that reads it in another layout");
   }

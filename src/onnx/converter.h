@@ -112,8 +112,10 @@ class Importer {
   absl::StatusOr<ir::ValueId> DataInOnnxOrder(const ::onnx::NodeProto& node, int index);
   // The known value `name` as a graph input of shape `shape` and `values`
   // (in the IR's layout): a parameter if an initializer, else a buffer.
+  // `ohwi`: the values are a convolution weight transposed from the file's
+  // OIHW, which an export transposes back (ImportedModel::ohwi_initializers).
   ir::ValueId Materialize(const std::string& name, ir::Shape shape,
-                          const std::vector<float>& values);
+                          const std::vector<float>& values, bool ohwi);
   // A constant tensor as a graph input (a buffer) with `values` in IR order.
   ir::ValueId AddConstantBuffer(const std::string& name, ir::Shape shape,
                                 const std::vector<float>& values);

@@ -186,8 +186,9 @@ absl::StatusOr<ir::ValueId> Importer::DataNamed(const std::string& name, ir::Val
 }
 
 ir::ValueId Importer::Materialize(const std::string& name, ir::Shape shape,
-                                  const std::vector<float>& values) {
+                                  const std::vector<float>& values, bool ohwi) {
   Entry& entry = entries_.at(name);
+  if (ohwi) result_.ohwi_initializers.insert(name);
   const ir::ValueKind kind =
       entry.initializer && !Frozen(name) ? ir::ValueKind::kParameter : ir::ValueKind::kBuffer;
   entry.value = result_.graph.AddInput(name, ir::F32(std::move(shape)), kind);

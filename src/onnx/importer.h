@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,9 @@ struct ImportedModel {
   // The file's names of graph.outputs(), in order (IR values are named after
   // the nodes that make them); with a loss added, "loss".
   std::vector<std::string> output_names;
+  // Initializers whose values were transposed from OIHW to OHWI
+  // (convolution weights); every other initializer keeps the file's layout.
+  std::set<std::string> ohwi_initializers;
 };
 
 // Errors: bytes that are not an ONNX model, a model ONNX's checker or shape

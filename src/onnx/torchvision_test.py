@@ -1,8 +1,10 @@
 """Exports torchvision's ResNet-50 and DeepLabV3 with PyTorch and checks that
 Spillway imports them with PyTorch's parameter count and computes PyTorch's
-forward output.
+forward output. Then the round trip: ResNet-18 exported, trained by Spillway,
+exported back (`spillway export`) and loaded into PyTorch by name computes what
+Spillway computes with the trained weights.
 
-Usage: torchvision_test.py SPILLWAY_BINARY [--models resnet50,deeplabv3]
+Usage: torchvision_test.py SPILLWAY_BINARY [--models resnet50,deeplabv3] [--no-round-trip]
 
 Run with Debian's python3 (python3-torch, python3-torchvision, python3-onnx).
 Exits with 77 (CTest's skip code here) and the reason when they are missing.
@@ -21,7 +23,8 @@ SKIP = 77
 
 try:
     import numpy as np
-    import onnx  # noqa: F401  (a prerequisite the issue names; torch.onnx uses it if present)
+    import onnx
+    import onnx.numpy_helper
     import torch
     import torchvision
 except ImportError as error:
@@ -118,10 +121,59 @@ def check(name, spillway, workdir):
         raise AssertionError(f"{name}: max |error| {max_error:.3g} > tolerance {tolerance:.3g}")
 
 
+def round_trip(spillway, workdir):
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).train()
+    path = os.path.join(workdir, "resnet18.onnx")
+    # Training mode without constant folding keeps the modules' parameter names.
+    torch.onnx.export(model, torch.randn(1, 3, IMAGE, IMAGE), path, input_names=["input"],
+                      output_names=["logits"], dynamic_axes={"input": {0: "batch"}},
+                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    shape = ["--loss", "cross-entropy", "--input-shape", f"input={BATCH}x3x{IMAGE}x{IMAGE}"]
+    checkpoint = os.path.join(workdir, "run.ckpt")
+    trained_path = os.path.join(workdir, "trained.onnx")
+    run([spillway, "train", "--onnx", path, *shape, "--steps", "3", "--lr", "0.1",
+         "--budget", "1GiB", "--max-evaluations", "20", "--save", checkpoint])
+    run([spillway, "export", "--onnx", path, *shape, "--checkpoint", checkpoint,
+         "--out", trained_path])
+
+    trained = {t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
+               for t in onnx.load(trained_path).graph.initializer}
+    state = model.state_dict()
+    # num_batches_tracked is PyTorch's own counter, which the export drops.
+    missing = [k for k in state if k not in trained and not k.endswith("num_batches_tracked")]
+    if missing:
+        raise AssertionError(f"round trip: the export lacks {missing[:5]}")
+    changed = [k for k in trained if k in state and not torch.equal(trained[k], state[k])]
+    if len(changed) < len(trained) // 2:
+        raise AssertionError(f"round trip: training changed only {len(changed)} tensors")
+    model.load_state_dict({k: trained.get(k, v) for k, v in state.items()})
+
+    x = torch.rand(BATCH, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(2)) * 2 - 1
+    with torch.no_grad():
+        expected = model(x).numpy()
+    input_path = os.path.join(workdir, "round_trip_input.npy")
+    np.save(input_path, x.numpy())
+    output_dir = os.path.join(workdir, "round_trip")
+    forward = json.loads(run([spillway, "forward", "--onnx", trained_path, "--batch", str(BATCH),
+                              "--input", f"input={input_path}", "--output-dir", output_dir,
+                              "--json"]))
+    got = np.load(forward["outputs"][0]["file"])
+    scale = np.abs(expected).max()
+    max_error = np.abs(got.astype(np.float64) - expected.astype(np.float64)).max()
+    print(f"round trip: {len(changed)} of {len(trained)} tensors trained and loaded back into "
+          f"PyTorch by name; its output against Spillway's on the trained file: max |error| "
+          f"{max_error:.3g}, relative {max_error / scale:.3g} (tolerance 1e-3)")
+    if not max_error <= 1e-3 * scale:
+        raise AssertionError(f"round trip: max |error| {max_error:.3g} > {1e-3 * scale:.3g}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("spillway")
     parser.add_argument("--models", default="resnet50,deeplabv3")
+    parser.add_argument("--no-round-trip", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(2)
     # torch.onnx warns about every num_batches_tracked counter it drops.
@@ -134,6 +186,12 @@ def main():
             except Exception as error:  # report every model, then fail
                 print(f"FAILED {name}: {error}")
                 failures.append(name)
+        if not args.no_round_trip:
+            try:
+                round_trip(args.spillway, workdir)
+            except Exception as error:
+                print(f"FAILED round trip: {error}")
+                failures.append("round trip")
     return 1 if failures else 0
 
 
