@@ -7,6 +7,7 @@
 #include "ir/builder.h"
 #include "ir/op_registry.h"
 #include "support/check.h"
+#include "support/option_check.h"
 #include "support/status_macros.h"
 
 namespace spillway::autodiff {
@@ -105,8 +106,18 @@ absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) 
 
 }  // namespace
 
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& optimizer) {
+  RETURN_IF_ERROR(CheckNumber("the learning rate", optimizer.lr, kPositiveNumber));
+  RETURN_IF_ERROR(CheckNumber("the weight decay", optimizer.weight_decay, kNonNegativeNumber));
+  RETURN_IF_ERROR(CheckNumber("the momentum", optimizer.momentum, kFraction));
+  RETURN_IF_ERROR(CheckNumber("Adam's beta1", optimizer.beta1, kFraction));
+  RETURN_IF_ERROR(CheckNumber("Adam's beta2", optimizer.beta2, kFraction));
+  return CheckNumber("Adam's epsilon", optimizer.epsilon, kPositiveNumber);
+}
+
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
                                                  const OptimizerOptions& optimizer) {
+  RETURN_IF_ERROR(ValidateOptimizerOptions(optimizer));
   for (const ir::Node& node : forward.nodes()) {
     if (node.phase != ir::Phase::kForward) {
       return absl::InvalidArgumentError(

@@ -49,4 +49,10 @@ struct TrainingGraph {
 absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
                                                  const OptimizerOptions& optimizer);
 
+// The optimizer's hyperparameters in their ranges (a positive learning rate,
+// momentum and betas in [0, 1), a non-negative weight decay, a positive
+// epsilon, NaN and infinities refused), each error naming the field and the
+// range in words. BuildTrainingGraph checks them first.
+absl::Status ValidateOptimizerOptions(const OptimizerOptions& optimizer);
+
 }  // namespace spillway::autodiff

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -66,6 +67,26 @@ std::vector<const ir::Node*> NodesOfPhase(const ir::Graph& graph, ir::Phase phas
     if (node.phase == phase) nodes.push_back(&node);
   }
   return nodes;
+}
+
+// A library caller gets the command line's errors: the field, the range in
+// words and the value, NaN included.
+TEST(TrainingGraph, HyperparametersOutOfRangeAreRefusedByName) {
+  EXPECT_TRUE(ValidateOptimizerOptions({}).ok());
+  OptimizerOptions options;
+  options.lr = std::nan("");
+  EXPECT_EQ(StatusMessage(ValidateOptimizerOptions(options)),
+            "the learning rate must be a positive number, got 'nan'");
+  options = {};
+  options.momentum = 1;
+  EXPECT_EQ(StatusMessage(ValidateOptimizerOptions(options)),
+            "the momentum must be a number in [0, 1), got '1'");
+  options = {};
+  options.epsilon = 0;
+  EXPECT_THAT(StatusMessage(ValidateOptimizerOptions(options)), HasSubstr("Adam's epsilon"));
+  ir::Graph forward("empty");
+  EXPECT_EQ(BuildTrainingGraph(forward, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TrainingGraph, EveryParameterGetsAGradientOfItsTypeAndOneUpdate) {

@@ -15,6 +15,7 @@
 #include "program/rewriter.h"
 #include "program/verifier.h"
 #include "support/check.h"
+#include "support/option_check.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -225,7 +226,16 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
                                          fmt::join(PolicyNames(), ", ")));
 }
 
+absl::Status ValidatePlannerOptions(const PlannerOptions& options) {
+  RETURN_IF_ERROR(CheckInteger("the budget", options.budget_bytes, 0));
+  RETURN_IF_ERROR(CheckNumber("the time limit", options.time_limit_s, kPositiveNumber));
+  RETURN_IF_ERROR(CheckInteger("the evaluation cap", options.max_evaluations, 0));
+  RETURN_IF_ERROR(CheckInteger("the refinement passes", options.max_refine_passes, 0));
+  return CheckInteger("the planner threads", options.threads, 0, 1024);
+}
+
 absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
+  RETURN_IF_ERROR(ValidatePlannerOptions(context.options()));
   const auto start = std::chrono::steady_clock::now();
   const int evaluations_before = context.evaluations();
   const int laid_out_before = context.laid_out();

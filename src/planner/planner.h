@@ -213,6 +213,11 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 // Runs a policy and fills in the planning time and evaluation count.
 absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context);
 
+// The options in their ranges (a non-negative budget, a positive time limit,
+// non-negative counts, 0 to 1024 threads; NaN refused), each error naming the
+// field and the range in words. RunPolicy checks them first.
+absl::Status ValidatePlannerOptions(const PlannerOptions& options);
+
 // "16GiB", "512MiB", "17179869184" or "60%" of the profile's device memory;
 // empty: the profile's default budget (device memory less its reserve).
 absl::StatusOr<int64_t> ParseBudget(std::string_view text,

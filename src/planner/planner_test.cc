@@ -128,6 +128,22 @@ std::string Pattern(const ir::Graph& graph, const program::Plan& plan, int n) {
 // ---------------------------------------------------------------------------
 // ParseBudget
 
+TEST(PlannerOptions, OutOfRangeOptionsAreRefusedByName) {
+  EXPECT_TRUE(ValidatePlannerOptions({}).ok());
+  PlannerOptions options;
+  options.budget_bytes = -1;
+  EXPECT_EQ(StatusMessage(ValidatePlannerOptions(options)),
+            "the budget must be a non-negative integer, got '-1'");
+  options = {};
+  options.time_limit_s = std::nan("");
+  EXPECT_EQ(StatusMessage(ValidatePlannerOptions(options)),
+            "the time limit must be a positive number, got 'nan'");
+  options = {};
+  options.threads = 5000;
+  EXPECT_THAT(StatusMessage(ValidatePlannerOptions(options)),
+              HasSubstr("the planner threads must be an integer from 0 to 1024"));
+}
+
 TEST(ParseBudget, TakesSizesWithUnitsAndPlainBytes) {
   const analysis::HardwareProfile profile = V100();
   absl::StatusOr<int64_t> budget = ParseBudget("16GiB", profile);
