@@ -624,6 +624,51 @@ TEST(Progress, TerminalModeRedrawsOneLine) {
   EXPECT_THAT(text, HasSubstr("2.0 seq/s"));
 }
 
+// A redrawn line fits the terminal, leaving out the fields that matter least
+// instead of wrapping; a log file gets every field.
+TEST(Progress, TerminalLineFitsTheWidth) {
+  const StepReport report{.step = 15,
+                          .last_step = 30,
+                          .loss = 0.5727,
+                          .seconds = 0.5,
+                          .recompute_seconds = 0.25,
+                          .samples = 8,
+                          .arena_high_water = 7 << 20,
+                          .bytes_to_host = 5 << 19};
+  const auto line_at = [&](int columns) {
+    std::ostringstream out;
+    {
+      Progress progress(out, Progress::Mode::kTerminal, 5, "img", columns);
+      progress.Update(report);
+    }
+    std::string text = out.str();
+    // "\r" LINE "\x1b[K" "\n"
+    EXPECT_EQ(text.substr(0, 1), "\r");
+    const size_t end = text.find("\x1b[K");
+    EXPECT_NE(end, std::string::npos);
+    return text.substr(1, end - 1);
+  };
+  const std::string wide = line_at(0);
+  EXPECT_EQ(wide,
+            "step 15/30  loss 0.5727 (mean 0.5727)  16.0 img/s  arena 7.00 MiB  spilled 2.50 "
+            "MiB/step  recompute 0.25s  eta 8s");
+  const std::string at80 = line_at(80);
+  EXPECT_LE(at80.size(), 79u);
+  EXPECT_EQ(at80, "step 15/30  loss 0.5727 (mean 0.5727)  16.0 img/s  arena 7.00 MiB  eta 8s");
+  const std::string at40 = line_at(40);
+  EXPECT_LE(at40.size(), 39u);
+  EXPECT_EQ(at40, "step 15/30  loss 0.5727 (mean 0.5727)");
+  EXPECT_EQ(line_at(11), "step 15/30");
+  EXPECT_EQ(line_at(8), "step...");
+  // A log file is not a terminal: every field, whatever the width.
+  std::ostringstream plain;
+  {
+    Progress progress(plain, Progress::Mode::kPlain, 5, "img", 40);
+    progress.Update(report);
+  }
+  EXPECT_EQ(plain.str(), wide + "\n");
+}
+
 // ---- Training runs ----
 //
 // One thread per kernel: the runs are small, and OpenMP's barriers crawl when
