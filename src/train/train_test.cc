@@ -387,6 +387,46 @@ TEST(ImageDirectory, ReadsSegmentationMasksAsClassIds) {
   EXPECT_THAT(missing.status().message(), HasSubstr("has no mask"));
 }
 
+// 16-bit and alpha PNGs would be converted by libpng (gamma-encoded 8 bits,
+// alpha composited in linear light), not scaled as documented: refused.
+TEST(ImageDirectory, SixteenBitAndAlphaPngsAreRefused) {
+  const fs::path dir = TempDir("png_kinds");
+  const auto write = [](const fs::path& path, png_uint_32 format, const void* pixels) {
+    png_image image;
+    std::memset(&image, 0, sizeof(image));
+    image.version = PNG_IMAGE_VERSION;
+    image.width = 2;
+    image.height = 2;
+    image.format = format;
+    ASSERT_NE(png_image_write_to_file(&image, path.c_str(), 0, pixels, 0, nullptr), 0)
+        << image.message;
+  };
+  const std::vector<uint16_t> wide(2 * 2 * 3, 40000);
+  write(dir / "rgb16.png", PNG_FORMAT_LINEAR_RGB, wide.data());
+  const std::vector<uint8_t> rgba(2 * 2 * 4, 128);
+  write(dir / "rgba.png", PNG_FORMAT_RGBA, rgba.data());
+  const std::vector<uint8_t> gray_alpha(2 * 2 * 2, 128);
+  write(dir / "graya.png", PNG_FORMAT_GA, gray_alpha.data());
+  for (const char* name : {"rgb16.png", "rgba.png", "graya.png"}) {
+    const absl::StatusOr<Image> image = ReadImage((dir / name).string(), 3);
+    ASSERT_FALSE(image.ok()) << name;
+    const std::string message(image.status().message());
+    EXPECT_THAT(message, HasSubstr(name));
+    EXPECT_THAT(message, HasSubstr("must be 8-bit gray, RGB or palette PNGs without alpha"));
+    EXPECT_EQ(message.find('\n'), std::string::npos);
+  }
+  EXPECT_THAT(std::string(ReadImage((dir / "rgb16.png").string(), 3).status().message()),
+              HasSubstr("16-bit samples"));
+  EXPECT_THAT(std::string(ReadImage((dir / "rgba.png").string(), 1).status().message()),
+              HasSubstr("alpha"));
+  // 8-bit RGB reads, scaled as stored.
+  WritePng(dir / "rgb8.png", 2, 2, 3, Solid(4, {10, 20, 30}));
+  const absl::StatusOr<Image> plain = ReadImage((dir / "rgb8.png").string(), 3);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->pixels[0], 10);
+  EXPECT_EQ(plain->pixels[2], 30);
+}
+
 TEST(ImageDirectory, ErrorsNameTheProblem) {
   models::ModelOptions options = TinyResNet(2);
   options.batch = 2;
