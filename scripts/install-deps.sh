@@ -12,6 +12,7 @@ packages=(
   clang-format clang-tidy
   clang libclang-rt-14-dev
   valgrind
+  librsvg2-bin
 )
 
 missing=()

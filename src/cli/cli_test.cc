@@ -66,6 +66,35 @@ TEST(Cli, ModelsListsEveryBuiltInModel) {
   }
 }
 
+// `spillway models` lists each option by the flag the command line takes: each
+// listed flag, given its listed default, is accepted for its model.
+TEST(Cli, ModelsListsFlagsTheCommandLineAccepts) {
+  const CommandResult json = Spillway("models --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const CommandResult text = Spillway("models");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  const nlohmann::json list = nlohmann::json::parse(json.out);
+  ASSERT_FALSE(list.empty());
+  int checked = 0;
+  for (const nlohmann::json& model : list) {
+    const std::string name = model.at("name").get<std::string>();
+    for (const nlohmann::json& option : model.at("options")) {
+      const std::string flag = option.at("flag").get<std::string>();
+      const std::string value = option.at("default").get<std::string>();
+      EXPECT_TRUE(flag.starts_with("--")) << flag;
+      EXPECT_EQ(flag.find('_'), std::string::npos) << flag;
+      EXPECT_THAT(text.out, HasSubstr("    " + flag + " ")) << name;
+      const CommandResult run = Spillway(fmt::format("inspect --model {} {} {}", name, flag, value));
+      EXPECT_EQ(run.exit_code, 0) << name << " " << flag << " " << value << ": " << run.out;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+  EXPECT_THAT(text.out, HasSubstr("--base-width"));
+  EXPECT_THAT(text.out, HasSubstr("--layers"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("--n_layer")));
+}
+
 TEST(Cli, HardwareListsEveryPreset) {
   const char* const presets[] = {"v100-16g-nvlink2",
                                  "v100-16g-pcie3",

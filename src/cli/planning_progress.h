@@ -11,12 +11,16 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "support/terminal.h"
 
 namespace spillway::cli {
 
 class PlanningProgress {
  public:
-  PlanningProgress() : shown_(isatty(fileno(stderr)) != 0) {}
+  PlanningProgress() : shown_(isatty(fileno(stderr)) != 0) {
+    // Ctrl-C while planning leaves the line with a newline.
+    if (shown_) EndLineOnInterrupt();
+  }
   ~PlanningProgress() { Clear(); }
   PlanningProgress(const PlanningProgress&) = delete;
   PlanningProgress& operator=(const PlanningProgress&) = delete;
@@ -35,8 +39,11 @@ class PlanningProgress {
     if (!force && now - drawn_ < std::chrono::milliseconds(200)) return;
     drawn_ = now;
     const double seconds = std::chrono::duration<double>(now - begin_).count();
-    fmt::print(stderr, "\r\033[Kplanning {}: {} candidate plans, {:.1f} s", label_,
-               evaluations - evaluations_at_begin_, seconds);
+    // Cut to the terminal's width: a wrapped line is not redrawn in place.
+    fmt::print(stderr, "\r\033[K{}",
+               FitLine(fmt::format("planning {}: {} candidate plans, {:.1f} s", label_,
+                                   evaluations - evaluations_at_begin_, seconds),
+                       TerminalColumns(fileno(stderr))));
     std::fflush(stderr);
     line_open_ = true;
   }

@@ -19,6 +19,7 @@
 #include "planner/planner.h"
 #include "support/file_io.h"
 #include "support/status_macros.h"
+#include "support/terminal.h"
 #include "support/units.h"
 #include "train/trainer.h"
 
@@ -268,9 +269,13 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     std::ostream& log = flags->json ? std::cerr : out;
     const int log_fd = flags->json ? STDERR_FILENO : STDOUT_FILENO;
     if (!flags->json) PrintHeader(out, *flags, workload, options, *trainer);
+    const bool terminal = isatty(log_fd) != 0;
+    // Ctrl-C leaves the redrawn line with a newline, not under the prompt.
+    if (terminal) EndLineOnInterrupt();
     train::Progress progress(
-        log, isatty(log_fd) != 0 ? train::Progress::Mode::kTerminal : train::Progress::Mode::kPlain,
-        flags->log_every, trainer->task().task == train::Task::kLanguageModel ? "seq" : "img");
+        log, terminal ? train::Progress::Mode::kTerminal : train::Progress::Mode::kPlain,
+        flags->log_every, trainer->task().task == train::Task::kLanguageModel ? "seq" : "img",
+        terminal ? TerminalColumns(log_fd) : 0);
     train::RunOptions run;
     run.steps = flags->steps;
     run.save_path = flags->save;

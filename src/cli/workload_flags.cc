@@ -1,7 +1,6 @@
 #include "cli/workload_flags.h"
 
-#include <algorithm>
-
+#include "cli/model_option_flags.h"
 #include "cli/option_validators.h"
 #include "fmt/format.h"
 #include "models/models.h"
@@ -9,14 +8,6 @@
 #include "support/status_macros.h"
 
 namespace spillway::cli {
-
-std::string ModelOptionFlag(std::string_view field) {
-  if (field == "n_layer") return "--layers";
-  if (field == "n_head") return "--heads";
-  std::string flag = "--" + std::string(field);
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
 
 namespace {
 
@@ -171,7 +162,9 @@ absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outp
   if (!flags.input_shapes.empty() || !flags.loss.empty() || !flags.frozen.empty()) {
     return absl::InvalidArgumentError("--input-shape, --loss and --freeze go with --onnx");
   }
-  RETURN_IF_ERROR(models::CheckOptionsApply(flags.model, flags.given, ModelOptionFlag));
+  RETURN_IF_ERROR(models::CheckOptionsApply(flags.model, flags.given, [](std::string_view name) {
+    return std::string(ModelOptionFlag(name));
+  }));
   if (flags.image && (flags.height || flags.width)) {
     return absl::InvalidArgumentError("give either --image or --height/--width, not both");
   }

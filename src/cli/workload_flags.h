@@ -38,8 +38,6 @@ struct WorkloadFlags {
   std::vector<models::GivenOption> given;
 };
 
-// The flag that sets a ModelOptions field: "n_layer" -> "--layers".
-std::string ModelOptionFlag(std::string_view field);
 
 // Adds --model or --onnx (with --input-shape and --loss), --batch, --image,
 // --height, --width, --classes and the model-specific options to `command`.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fmt/format.h"
@@ -16,17 +17,42 @@ namespace {
 // Canvas and plot area, in SVG user units (pixels at 100%).
 constexpr double kWidth = 960;
 constexpr double kHeight = 540;
-constexpr double kLeft = 76;
+// The plot's left edge leaves room for the memory axis's title (rotated, in
+// the first kAxisTitleBand pixels) and its longest tick label.
+constexpr double kMinLeft = 76;
+constexpr double kAxisTitleBand = 26;
 constexpr double kRight = kWidth - 24;
 constexpr double kTop = 84;
 constexpr double kBottom = kHeight - 52;
-constexpr double kPlotWidth = kRight - kLeft;
 constexpr double kPlotHeight = kBottom - kTop;
+
+// Text widths are estimated from the length (no font metrics without a
+// renderer): 0.6 em a character is generous for sans-serif digits and letters.
+constexpr double kCharWidth = 0.6;
+double TextWidth(std::string_view text, double font_size) {
+  return kCharWidth * font_size * static_cast<double>(text.size());
+}
 
 // Past a few points per pixel column the exact step path only adds bytes:
 // the renderer cannot show the detail, so the curve is reduced per column.
-constexpr int kColumns = static_cast<int>(kPlotWidth);
+constexpr int kColumns = static_cast<int>(kRight - kMinLeft);
 constexpr size_t kMaxExactPoints = 4 * static_cast<size_t>(kColumns);
+
+// `text` in at most `width` pixels at `font_size`: cut at a word if one ends
+// in the last third, and ended with an ellipsis.
+std::string Shorten(std::string_view text, double font_size, double width) {
+  const auto fits = static_cast<size_t>(width / (kCharWidth * font_size));
+  if (text.size() <= fits) return std::string(text);
+  if (fits <= 1) return "\u2026";
+  size_t cut = fits - 1;
+  const size_t space = text.rfind(' ', cut);
+  if (space != std::string_view::npos && space >= cut * 2 / 3) cut = space;
+  // Do not split a UTF-8 sequence.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  std::string out(text.substr(0, cut));
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out + "\u2026";
+}
 
 constexpr std::string_view kCurveColor = "#1f77b4";
 constexpr std::string_view kBudgetColor = "#d62728";
@@ -124,6 +150,8 @@ std::vector<MemoryPoint> ExactSteps(const std::vector<MemoryPoint>& memory) {
 // the column (the level carried in from the left counts too), so a peak that
 // lasts a nanosecond is still drawn at its full height.
 std::vector<MemoryPoint> ColumnSteps(const std::vector<MemoryPoint>& memory, double end_s) {
+  // The columns of the widest plot (the narrowest left margin): at most one
+  // step per pixel column whatever the margin.
   const double column_s = end_s / kColumns;
   std::vector<MemoryPoint> steps;
   size_t next = 0;
@@ -158,16 +186,20 @@ std::vector<MemoryPoint> ColumnSteps(const std::vector<MemoryPoint>& memory, dou
 
 class Canvas {
  public:
-  Canvas(double end_s, double top_bytes) : end_s_(end_s), top_bytes_(top_bytes) {}
+  Canvas(double left, double end_s, double top_bytes)
+      : left_(left), end_s_(end_s), top_bytes_(top_bytes) {}
 
+  double left() const { return left_; }
+  double width() const { return kRight - left_; }
   double X(double time_s) const {
-    return kLeft + std::clamp(time_s / end_s_, 0.0, 1.0) * kPlotWidth;
+    return left_ + std::clamp(time_s / end_s_, 0.0, 1.0) * width();
   }
   double Y(double bytes) const {
     return kBottom - std::clamp(bytes / top_bytes_, 0.0, 1.0) * kPlotHeight;
   }
 
  private:
+  double left_;
   double end_s_;
   double top_bytes_;
 };
@@ -201,16 +233,19 @@ std::string Polyline(const Canvas& canvas, const std::vector<MemoryPoint>& steps
       kCurveColor, kCurveColor, points);
 }
 
+// A labelled horizontal line; the label sits above the line, or below it
+// when `label_below` (another line runs just above).
 std::string HorizontalLine(const Canvas& canvas, std::string_view css_class, int64_t bytes,
                            std::string_view color, std::string_view dash, std::string_view label,
-                           bool label_right) {
+                           bool label_right, bool label_below) {
   const double y = canvas.Y(static_cast<double>(bytes));
   return fmt::format(
       "<line class=\"{0}\" x1=\"{1}\" y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"{4}\" "
       "stroke-width=\"1.5\" stroke-dasharray=\"{5}\"/>\n"
       "<text class=\"{0}-label\" x=\"{6}\" y=\"{7}\" fill=\"{4}\" text-anchor=\"{8}\">{9}</text>\n",
-      css_class, Coordinate(kLeft), Coordinate(y), Coordinate(kRight), color, dash,
-      Coordinate(label_right ? kRight - 4 : kLeft + 4), Coordinate(y - 5),
+      css_class, Coordinate(canvas.left()), Coordinate(y), Coordinate(kRight), color, dash,
+      Coordinate(label_right ? kRight - 4 : canvas.left() + 4),
+      Coordinate(label_below ? y + 15 : y - 5),
       label_right ? "end" : "start", EscapeXml(label));
 }
 
@@ -218,17 +253,20 @@ std::string HorizontalLine(const Canvas& canvas, std::string_view css_class, int
 // font metrics without a renderer); 7 px a character suits 12 px sans-serif.
 class Legend {
  public:
+  explicit Legend(double left) : x_(left) {}
   void Add(std::string_view symbol_svg, std::string_view label) {
-    svg_ +=
-        fmt::format("<g transform=\"translate({},{})\">{}<text x=\"26\" y=\"4\">{}</text></g>\n",
-                    Coordinate(x_), Coordinate(kY), symbol_svg, EscapeXml(label));
-    x_ += 26 + 7.0 * static_cast<double>(label.size()) + 24;
+    svg_ += fmt::format(
+        "<g transform=\"translate({},{})\">{}</g>\n<text class=\"legend\" x=\"{}\" "
+        "y=\"{}\">{}</text>\n",
+        Coordinate(x_), Coordinate(kY), symbol_svg, Coordinate(x_ + 26), Coordinate(kY + 4),
+        EscapeXml(label));
+    x_ += 26 + TextWidth(label, 12) + 24;
   }
   const std::string& svg() const { return svg_; }
 
  private:
   static constexpr double kY = 64;
-  double x_ = kLeft;
+  double x_;
   std::string svg_;
 };
 
@@ -251,18 +289,35 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   // A zero-length step still needs a non-empty axis to divide by.
   if (!(end_s > 0)) end_s = 1e-3;
 
-  const bool draw_budget = budget_bytes > 0;
   const bool draw_arena = arena_bytes > 0 && arena_bytes != budget_bytes;
+  // The axis spans what was allocated and reserved. A budget far above them
+  // would flatten the curve against the axis: it is drawn only when it lies
+  // within 1.5 times their height (or nothing else is drawn), and otherwise named at the top as off the
+  // scale.
   double data_max = static_cast<double>(peak);
-  if (draw_budget) data_max = std::max(data_max, static_cast<double>(budget_bytes));
   if (draw_arena) data_max = std::max(data_max, static_cast<double>(arena_bytes));
+  const bool budget_on_scale =
+      budget_bytes > 0 && (data_max <= 0 || static_cast<double>(budget_bytes) <= 1.5 * data_max);
+  const bool draw_budget = budget_on_scale;
+  const bool budget_off_scale = budget_bytes > 0 && !budget_on_scale;
+  if (draw_budget) data_max = std::max(data_max, static_cast<double>(budget_bytes));
   if (!(data_max > 0)) data_max = 1024.0 * 1024;
 
   // Headroom above the highest line so its label fits under the plot's top.
   const ByteUnit unit = UnitFor(data_max);
   const double y_step = NiceStep(data_max * 1.08 / unit.bytes, 6);
   const double y_top = std::ceil(data_max * 1.08 / unit.bytes / y_step) * y_step;
-  const Canvas canvas(end_s, y_top * unit.bytes);
+  const int y_decimals = Decimals(y_step);
+  std::vector<std::pair<double, std::string>> y_ticks;
+  double widest_tick = 0;
+  for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
+    const double value = i * y_step;
+    y_ticks.emplace_back(value, fmt::format("{:.{}f} {}", value, y_decimals, unit.name));
+    widest_tick = std::max(widest_tick, TextWidth(y_ticks.back().second, 12));
+  }
+  const double left = std::max(kMinLeft, kAxisTitleBand + 8 + widest_tick + 8);
+  const Canvas canvas(left, end_s, y_top * unit.bytes);
+  const double plot_width = canvas.width();
 
   const double end_ms = end_s * 1e3;
   const double x_step = NiceStep(end_ms, 8);
@@ -272,8 +327,10 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
       "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<title>{2}</title>\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{2}</text>\n",
-      kWidth, kHeight, EscapeXml(title), Coordinate(kLeft));
+      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{4}</text>\n",
+      kWidth, kHeight, EscapeXml(title), Coordinate(left),
+      // Bold glyphs are wider: 10% more room a character.
+      EscapeXml(Shorten(title, 18 * 1.1, kRight - left)));
 
   std::string subtitle = fmt::format("step {}, peak {} at {}", FormatMillis(result.step_time_s),
                                      FormatBytes(peak), FormatMillis(peak_time_s));
@@ -281,23 +338,24 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
     subtitle += fmt::format(" ({:.1f}% of the budget)",
                             100.0 * static_cast<double>(peak) / static_cast<double>(budget_bytes));
   }
+  if (budget_off_scale) {
+    subtitle += fmt::format(", budget {} off the scale", FormatBytes(budget_bytes));
+  }
   if (memory.size() > kMaxExactPoints) {
     subtitle += fmt::format(", {} memory events drawn as the maximum per pixel", memory.size());
   }
   svg += fmt::format("<text class=\"subtitle\" x=\"{}\" y=\"46\" fill=\"#555\">{}</text>\n",
-                     Coordinate(kLeft), EscapeXml(subtitle));
+                     Coordinate(left), EscapeXml(Shorten(subtitle, 12, kRight - left)));
 
   // Grid and ticks first, so the curve and the lines are drawn over them.
-  const int y_decimals = Decimals(y_step);
-  for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
-    const double value = i * y_step;
+  for (const auto& [value, label] : y_ticks) {
     const double y = canvas.Y(value * unit.bytes);
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>\n"
         "<text class=\"ytick\" x=\"{4}\" y=\"{1}\" text-anchor=\"end\" "
-        "dominant-baseline=\"middle\">{5:.{6}f} {7}</text>\n",
-        Coordinate(kLeft), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(kLeft - 8),
-        value, y_decimals, unit.name);
+        "dominant-baseline=\"middle\">{5}</text>\n",
+        Coordinate(left), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(left - 8),
+        label);
   }
   const int x_decimals = Decimals(x_step);
   for (int i = 0; i * x_step <= end_ms * (1 + 1e-9); ++i) {
@@ -313,14 +371,14 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
       "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time (ms)</text>\n"
       "<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">"
       "device memory allocated</text>\n",
-      Coordinate(kLeft + kPlotWidth / 2), Coordinate(kBottom + 40),
+      Coordinate(left + plot_width / 2), Coordinate(kBottom + 40),
       Coordinate(kTop + kPlotHeight / 2), Coordinate(kTop + kPlotHeight / 2));
 
-  Legend legend;
+  Legend legend(left);
   if (memory.empty()) {
     svg += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">no memory events</text>\n",
-        Coordinate(kLeft + kPlotWidth / 2), Coordinate(kTop + kPlotHeight / 2));
+        Coordinate(left + plot_width / 2), Coordinate(kTop + kPlotHeight / 2));
   } else {
     const std::vector<MemoryPoint> steps =
         memory.size() > kMaxExactPoints ? ColumnSteps(memory, end_s) : ExactSteps(memory);
@@ -335,7 +393,12 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
     const std::string label = fmt::format("arena {}", FormatBytes(arena_bytes));
     // Left-aligned, the budget's label being on the right: the two lines can
     // be a few pixels apart.
-    svg += HorizontalLine(canvas, "arena", arena_bytes, kArenaColor, "2 3", label, false);
+    // Left-aligned; below its line when the budget's runs just above it,
+    // which would strike the label through.
+    const double gap = canvas.Y(static_cast<double>(arena_bytes)) -
+                       canvas.Y(static_cast<double>(budget_bytes));
+    const bool below = draw_budget && gap >= 0 && gap < 18;
+    svg += HorizontalLine(canvas, "arena", arena_bytes, kArenaColor, "2 3", label, false, below);
     legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{}\" stroke-width=\"1.5\" "
                            "stroke-dasharray=\"2 3\"/>",
                            kArenaColor),
@@ -343,7 +406,11 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   }
   if (draw_budget) {
     const std::string label = fmt::format("budget {}", FormatBytes(budget_bytes));
-    svg += HorizontalLine(canvas, "budget", budget_bytes, kBudgetColor, "6 4", label, true);
+    // Right-aligned; below its line when the arena's runs just above it.
+    const double gap = canvas.Y(static_cast<double>(budget_bytes)) -
+                       canvas.Y(static_cast<double>(arena_bytes));
+    const bool below = draw_arena && gap >= 0 && gap < 18;
+    svg += HorizontalLine(canvas, "budget", budget_bytes, kBudgetColor, "6 4", label, true, below);
     legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{}\" stroke-width=\"1.5\" "
                            "stroke-dasharray=\"6 4\"/>",
                            kBudgetColor),
@@ -361,7 +428,7 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
 
   svg += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n",
-      Coordinate(kLeft), Coordinate(kTop), Coordinate(kPlotWidth), Coordinate(kPlotHeight));
+      Coordinate(left), Coordinate(kTop), Coordinate(plot_width), Coordinate(kPlotHeight));
   svg += "</svg>\n";
   return svg;
 }

@@ -65,6 +65,18 @@ absl::StatusOr<Image> ReadPngImage(const std::string& path, int64_t channels) {
   if (png_image_begin_read_from_file(&png, path.c_str()) == 0) {
     return absl::InvalidArgumentError(fmt::format("cannot read PNG '{}': {}", path, png.message));
   }
+  // libpng's simplified API would convert 16-bit samples to gamma-encoded 8
+  // bits and composite alpha in linear light: not the plain scaling to [0, 1]
+  // that docs/training.md promises. Such files are refused.
+  if ((png.format & (PNG_FORMAT_FLAG_LINEAR | PNG_FORMAT_FLAG_ALPHA)) != 0) {
+    const bool sixteen = (png.format & PNG_FORMAT_FLAG_LINEAR) != 0;
+    png_image_free(&png);
+    return absl::InvalidArgumentError(fmt::format(
+        "PNG '{}' has {}; images must be 8-bit gray, RGB or palette PNGs without alpha "
+        "(convert it first, e.g. `convert IN.png -background black -alpha remove -depth 8 "
+        "OUT.png`)",
+        path, sixteen ? "16-bit samples" : "an alpha channel or transparency"));
+  }
   Image image;
   image.height = png.height;
   image.width = png.width;
@@ -73,8 +85,8 @@ absl::StatusOr<Image> ReadPngImage(const std::string& path, int64_t channels) {
     png_image_free(&png);
     return size;
   }
-  // libpng converts every colour type and depth to 8-bit gray or RGB,
-  // compositing any alpha channel onto black.
+  // libpng converts 8-bit gray, RGB and palette PNGs (and gray of fewer bits,
+  // scaled exactly) to 8-bit gray or RGB.
   png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
   image.pixels.resize(PNG_IMAGE_SIZE(png));
   const png_color black = {0, 0, 0};

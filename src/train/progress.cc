@@ -1,9 +1,11 @@
 #include "train/progress.h"
 
 #include <cmath>
+#include <vector>
 
 #include "fmt/format.h"
 #include "fmt/ostream.h"
+#include "support/terminal.h"
 #include "support/units.h"
 
 namespace spillway::train {
@@ -19,11 +21,13 @@ std::string FormatDuration(double seconds) {
 
 }  // namespace
 
-Progress::Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit)
+Progress::Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit,
+                   int columns)
     : out_(out),
       mode_(mode),
       log_every_(log_every < 1 ? 1 : log_every),
-      sample_unit_(std::move(sample_unit)) {}
+      sample_unit_(std::move(sample_unit)),
+      columns_(mode == Mode::kTerminal ? columns : 0) {}
 
 std::string Progress::Line(const StepReport& report) const {
   const double rate = seconds_ > 0 ? static_cast<double>(samples_) / seconds_ : 0;
@@ -32,12 +36,17 @@ std::string Progress::Line(const StepReport& report) const {
   double mean_loss = 0;
   for (double loss : recent_losses_) mean_loss += loss;
   mean_loss /= static_cast<double>(recent_losses_.size());
-  return fmt::format(
-      "step {}/{}  loss {:.4f} (mean {:.4f})  {:.1f} {}/s  arena {}  spilled {}/step  recompute "
-      "{:.2f}s  eta {}",
-      report.step, report.last_step, report.loss, mean_loss, rate, sample_unit_,
-      FormatBytes(report.arena_high_water), FormatBytes(report.bytes_to_host), recompute_seconds_,
-      FormatDuration(eta));
+  // Rank: which fields stay on a narrow terminal (0 longest).
+  const std::vector<LineField> fields = {
+      {fmt::format("step {}/{}", report.step, report.last_step), 0},
+      {fmt::format("loss {:.4f} (mean {:.4f})", report.loss, mean_loss), 1},
+      {fmt::format("{:.1f} {}/s", rate, sample_unit_), 3},
+      {fmt::format("arena {}", FormatBytes(report.arena_high_water)), 4},
+      {fmt::format("spilled {}/step", FormatBytes(report.bytes_to_host)), 5},
+      {fmt::format("recompute {:.2f}s", recompute_seconds_), 6},
+      {fmt::format("eta {}", FormatDuration(eta)), 2},
+  };
+  return FitFields(fields, "  ", columns_);
 }
 
 void Progress::Update(const StepReport& report) {

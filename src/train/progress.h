@@ -28,8 +28,12 @@ class Progress {
  public:
   enum class Mode { kTerminal, kPlain };
 
-  // `sample_unit` names a sample in the rate: "img" or "seq".
-  Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit);
+  // `sample_unit` names a sample in the rate: "img" or "seq". In terminal
+  // mode the line fits in `columns` (TerminalColumns() of the output; 0: no
+  // limit), leaving out the fields that matter least (recompute, spilled,
+  // arena, rate, eta, in that order) rather than wrapping.
+  Progress(std::ostream& out, Mode mode, int64_t log_every, std::string sample_unit,
+           int columns = 0);
   // Finishes the line, so that an error reported after a failed step starts
   // on a line of its own.
   ~Progress() { Finish(); }
@@ -47,6 +51,7 @@ class Progress {
   Mode mode_;
   int64_t log_every_;
   std::string sample_unit_;
+  int columns_;
   int64_t steps_seen_ = 0;
   double seconds_ = 0;
   int64_t samples_ = 0;

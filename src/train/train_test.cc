@@ -387,6 +387,46 @@ TEST(ImageDirectory, ReadsSegmentationMasksAsClassIds) {
   EXPECT_THAT(missing.status().message(), HasSubstr("has no mask"));
 }
 
+// 16-bit and alpha PNGs would be converted by libpng (gamma-encoded 8 bits,
+// alpha composited in linear light), not scaled as documented: refused.
+TEST(ImageDirectory, SixteenBitAndAlphaPngsAreRefused) {
+  const fs::path dir = TempDir("png_kinds");
+  const auto write = [](const fs::path& path, png_uint_32 format, const void* pixels) {
+    png_image image;
+    std::memset(&image, 0, sizeof(image));
+    image.version = PNG_IMAGE_VERSION;
+    image.width = 2;
+    image.height = 2;
+    image.format = format;
+    ASSERT_NE(png_image_write_to_file(&image, path.c_str(), 0, pixels, 0, nullptr), 0)
+        << image.message;
+  };
+  const std::vector<uint16_t> wide(2 * 2 * 3, 40000);
+  write(dir / "rgb16.png", PNG_FORMAT_LINEAR_RGB, wide.data());
+  const std::vector<uint8_t> rgba(2 * 2 * 4, 128);
+  write(dir / "rgba.png", PNG_FORMAT_RGBA, rgba.data());
+  const std::vector<uint8_t> gray_alpha(2 * 2 * 2, 128);
+  write(dir / "graya.png", PNG_FORMAT_GA, gray_alpha.data());
+  for (const char* name : {"rgb16.png", "rgba.png", "graya.png"}) {
+    const absl::StatusOr<Image> image = ReadImage((dir / name).string(), 3);
+    ASSERT_FALSE(image.ok()) << name;
+    const std::string message(image.status().message());
+    EXPECT_THAT(message, HasSubstr(name));
+    EXPECT_THAT(message, HasSubstr("must be 8-bit gray, RGB or palette PNGs without alpha"));
+    EXPECT_EQ(message.find('\n'), std::string::npos);
+  }
+  EXPECT_THAT(std::string(ReadImage((dir / "rgb16.png").string(), 3).status().message()),
+              HasSubstr("16-bit samples"));
+  EXPECT_THAT(std::string(ReadImage((dir / "rgba.png").string(), 1).status().message()),
+              HasSubstr("alpha"));
+  // 8-bit RGB reads, scaled as stored.
+  WritePng(dir / "rgb8.png", 2, 2, 3, Solid(4, {10, 20, 30}));
+  const absl::StatusOr<Image> plain = ReadImage((dir / "rgb8.png").string(), 3);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->pixels[0], 10);
+  EXPECT_EQ(plain->pixels[2], 30);
+}
+
 TEST(ImageDirectory, ErrorsNameTheProblem) {
   models::ModelOptions options = TinyResNet(2);
   options.batch = 2;
@@ -622,6 +662,51 @@ TEST(Progress, TerminalModeRedrawsOneLine) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\r'), 3);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
   EXPECT_THAT(text, HasSubstr("2.0 seq/s"));
+}
+
+// A redrawn line fits the terminal, leaving out the fields that matter least
+// instead of wrapping; a log file gets every field.
+TEST(Progress, TerminalLineFitsTheWidth) {
+  const StepReport report{.step = 15,
+                          .last_step = 30,
+                          .loss = 0.5727,
+                          .seconds = 0.5,
+                          .recompute_seconds = 0.25,
+                          .samples = 8,
+                          .arena_high_water = 7 << 20,
+                          .bytes_to_host = 5 << 19};
+  const auto line_at = [&](int columns) {
+    std::ostringstream out;
+    {
+      Progress progress(out, Progress::Mode::kTerminal, 5, "img", columns);
+      progress.Update(report);
+    }
+    std::string text = out.str();
+    // "\r" LINE "\x1b[K" "\n"
+    EXPECT_EQ(text.substr(0, 1), "\r");
+    const size_t end = text.find("\x1b[K");
+    EXPECT_NE(end, std::string::npos);
+    return text.substr(1, end - 1);
+  };
+  const std::string wide = line_at(0);
+  EXPECT_EQ(wide,
+            "step 15/30  loss 0.5727 (mean 0.5727)  16.0 img/s  arena 7.00 MiB  spilled 2.50 "
+            "MiB/step  recompute 0.25s  eta 8s");
+  const std::string at80 = line_at(80);
+  EXPECT_LE(at80.size(), 79u);
+  EXPECT_EQ(at80, "step 15/30  loss 0.5727 (mean 0.5727)  16.0 img/s  arena 7.00 MiB  eta 8s");
+  const std::string at40 = line_at(40);
+  EXPECT_LE(at40.size(), 39u);
+  EXPECT_EQ(at40, "step 15/30  loss 0.5727 (mean 0.5727)");
+  EXPECT_EQ(line_at(11), "step 15/30");
+  EXPECT_EQ(line_at(8), "step...");
+  // A log file is not a terminal: every field, whatever the width.
+  std::ostringstream plain;
+  {
+    Progress progress(plain, Progress::Mode::kPlain, 5, "img", 40);
+    progress.Update(report);
+  }
+  EXPECT_EQ(plain.str(), wide + "\n");
 }
 
 // ---- Training runs ----
