@@ -1,6 +1,8 @@
 #include "fuzz/file_checks.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "analysis/hardware.h"
@@ -67,6 +69,12 @@ absl::StatusOr<bool> CheckCheckpointBytes(std::string_view bytes) {
     }
   }
   return true;
+}
+
+int AbortIfBroken(const absl::StatusOr<bool>& checked) {
+  if (checked.ok()) return 0;
+  std::fprintf(stderr, "%s\n", checked.status().ToString().c_str());
+  std::abort();
 }
 
 }  // namespace spillway::fuzz

@@ -19,4 +19,9 @@ absl::StatusOr<bool> CheckNpyBytes(std::string_view bytes);            // suppor
 absl::StatusOr<bool> CheckHardwareProfileText(std::string_view text);  // analysis/hardware.h
 absl::StatusOr<bool> CheckCheckpointBytes(std::string_view bytes);     // train/checkpoint.h
 
+// A fuzz target's verdict on one input: 0 when the check held (the reader
+// accepted or refused the bytes cleanly); otherwise prints the broken
+// contract and aborts, which libFuzzer records as a finding.
+int AbortIfBroken(const absl::StatusOr<bool>& checked);
+
 }  // namespace spillway::fuzz

@@ -2,18 +2,11 @@
 // file_checks.h for what must hold and docs/fuzzing.md for how to run it.
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string_view>
 
 #include "fuzz/file_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const absl::StatusOr<bool> checked =
-      spillway::fuzz::CheckNpyBytes(std::string_view(reinterpret_cast<const char*>(data), size));
-  if (!checked.ok()) {
-    std::fprintf(stderr, "%s\n", checked.status().ToString().c_str());
-    std::abort();
-  }
-  return 0;
+  return spillway::fuzz::AbortIfBroken(
+      spillway::fuzz::CheckNpyBytes(std::string_view(reinterpret_cast<const char*>(data), size)));
 }
