@@ -467,6 +467,17 @@ TEST(ImageDirectory, ErrorsNameTheProblem) {
   const ir::Graph gpt2 = Model("gpt2", TinyGpt2());
   EXPECT_THAT(MakeDataSource(gpt2, {.source = sizes.string(), .seed = 0}).status().message(),
               HasSubstr("cannot feed it"));
+
+  // A file named as an image that is none fails when the directory is
+  // listed, not at the step that would first read it.
+  const fs::path stray = TempDir("stray");
+  fs::create_directories(stray / "a");
+  fs::create_directories(stray / "b");
+  WritePng(stray / "a" / "1.png", 4, 4, 3, Solid(16, {1, 2, 3}));
+  WritePng(stray / "a" / "2.png", 4, 4, 3, Solid(16, {1, 2, 3}));
+  std::ofstream(stray / "b" / "notes.jpg") << "not a jpeg";
+  EXPECT_THAT(error(stray), HasSubstr("notes.jpg' is named as an image but is neither a PNG nor a "
+                                      "JPEG file"));
 }
 
 // ---- Checkpoints ----
