@@ -65,9 +65,11 @@ struct StepResult {
 
 class Runtime {
  public:
-  // Checks that the Program can be run: its arena fits `budget_bytes`, every
-  // device buffer lies inside the arena, no copy runs after the first update
-  // node. Then allocates the arena.
+  // Checks that the Program can be run here: its arena fits `budget_bytes`,
+  // the arena and host pool fit the memory the backend has available, it
+  // verifies (program/verifier.h), the backend runs every node and its
+  // alignment divides the Program's. Then allocates the arena and prepares
+  // the backend (its events).
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(const program::Program& program,
                                                          backends::Backend& backend,
                                                          int64_t budget_bytes);
