@@ -84,7 +84,8 @@ TEST(Cli, ModelsListsFlagsTheCommandLineAccepts) {
       EXPECT_TRUE(flag.starts_with("--")) << flag;
       EXPECT_EQ(flag.find('_'), std::string::npos) << flag;
       EXPECT_THAT(text.out, HasSubstr("    " + flag + " ")) << name;
-      const CommandResult run = Spillway(fmt::format("inspect --model {} {} {}", name, flag, value));
+      const CommandResult run =
+          Spillway(fmt::format("inspect --model {} {} {}", name, flag, value));
       EXPECT_EQ(run.exit_code, 0) << name << " " << flag << " " << value << ": " << run.out;
       ++checked;
     }
@@ -542,7 +543,8 @@ TEST(Cli, ExportWritesTheTrainedValuesBackIntoTheOnnxModel) {
 
   absl::StatusOr<spillway::train::Checkpoint> saved = spillway::train::ReadCheckpoint(checkpoint);
   ASSERT_TRUE(saved.ok()) << spillway::StatusMessage(saved.status());
-  absl::StatusOr<spillway::onnx::ImportedModel> original = spillway::onnx::ImportModelFile(model, {});
+  absl::StatusOr<spillway::onnx::ImportedModel> original =
+      spillway::onnx::ImportModelFile(model, {});
   absl::StatusOr<spillway::onnx::ImportedModel> again = spillway::onnx::ImportModelFile(out, {});
   ASSERT_TRUE(original.ok() && again.ok());
   int compared = 0;

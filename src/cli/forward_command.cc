@@ -203,9 +203,8 @@ std::string FileName(std::string_view name) {
 
 // An ONNX model's outputs go by the file's names, a built-in model's by value names.
 const std::string& OutputName(const Workload& workload, size_t i) {
-  return workload.output_names.empty()
-             ? workload.graph.value(workload.graph.outputs()[i]).name
-             : workload.output_names[i];
+  return workload.output_names.empty() ? workload.graph.value(workload.graph.outputs()[i]).name
+                                       : workload.output_names[i];
 }
 
 absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
@@ -245,9 +244,9 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
       files[i] = (std::filesystem::path(flags.output_dir) / FileName(name)).string();
       for (size_t j = 0; j < i; ++j) {
         if (files[j] == files[i]) {
-          return absl::InvalidArgumentError(fmt::format(
-              "outputs '{}' and '{}' would both be written to '{}'", OutputName(workload, j),
-              name, files[i]));
+          return absl::InvalidArgumentError(
+              fmt::format("outputs '{}' and '{}' would both be written to '{}'",
+                          OutputName(workload, j), name, files[i]));
         }
       }
     }
@@ -273,11 +272,11 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     OutputFiles written;
     for (size_t i = 0; i < graph.outputs().size(); ++i) {
       const ir::Value& value = graph.value(graph.outputs()[i]);
-      RETURN_IF_ERROR(written.Add(
-          files[i],
-          SerializeNpy(*ToNpy(value.type.dtype), outputs[i].shape,
-                       runtime::ToFrameworkOrder(value.type, result.outputs[i])),
-          "output"));
+      RETURN_IF_ERROR(
+          written.Add(files[i],
+                      SerializeNpy(*ToNpy(value.type.dtype), outputs[i].shape,
+                                   runtime::ToFrameworkOrder(value.type, result.outputs[i])),
+                      "output"));
     }
     RETURN_IF_ERROR(written.Commit());
   }
@@ -344,12 +343,14 @@ CommandRunner AddForwardCommand(CLI::App& app) {
   command->get_option("--seed")->description(
       "Seed of the inputs not given with --input, of a built-in model's parameters and of the "
       "dropout masks");
-  command->add_option("--input", flags->inputs,
-                      "An input's values: NAME=FILE.npy, float32 or int64 in ONNX order (NCHW "
-                      "for images) (repeatable); inputs not given are uniform from --seed")
+  command
+      ->add_option("--input", flags->inputs,
+                   "An input's values: NAME=FILE.npy, float32 or int64 in ONNX order (NCHW "
+                   "for images) (repeatable); inputs not given are uniform from --seed")
       ->check(NotEmpty());
-  command->add_option("--output-dir", flags->output_dir,
-                      "Write each output as DIR/<name>.npy, in ONNX order")
+  command
+      ->add_option("--output-dir", flags->output_dir,
+                   "Write each output as DIR/<name>.npy, in ONNX order")
       ->check(NotEmpty());
   AddBackendFlags(*command, flags->backend);
   command->add_flag("--json", flags->json,

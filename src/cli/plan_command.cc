@@ -53,10 +53,11 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
                   "Hardware profile: a preset (see `spillway hardware`) or a JSON file")
       ->check(NotEmpty())
       ->capture_default_str();
-  command.add_option("--budget", flags.budget,
-                     "Device memory for the step: bytes (16GiB, 512MiB, 17179869184) or a share "
-                     "of the profile's memory (60%); default: the profile's memory less its "
-                     "reserve")
+  command
+      .add_option("--budget", flags.budget,
+                  "Device memory for the step: bytes (16GiB, 512MiB, 17179869184) or a share "
+                  "of the profile's memory (60%); default: the profile's memory less its "
+                  "reserve")
       ->check(NotEmpty());
   command
       .add_option("--math-mode", flags.math_mode,
@@ -205,14 +206,17 @@ CommandRunner AddPlanCommand(CLI::App& app) {
   command->add_option("--policy", flags->policy, "none, swap, recompute, hybrid-seed or hybrid")
       ->check(CLI::IsMember(planner::PolicyNames()))
       ->capture_default_str();
-  command->add_option("--trace", flags->trace_path,
-                      "Write the simulated step as a Chrome trace (open in Perfetto)")
+  command
+      ->add_option("--trace", flags->trace_path,
+                   "Write the simulated step as a Chrome trace (open in Perfetto)")
       ->check(NotEmpty());
-  command->add_option("--memory-plot", flags->memory_plot_path,
-                      "Write device memory over the step as an SVG plot")
+  command
+      ->add_option("--memory-plot", flags->memory_plot_path,
+                   "Write device memory over the step as an SVG plot")
       ->check(NotEmpty());
-  command->add_option("--dump-program", flags->program_path,
-                      "Write the Program (every instruction, buffer and event) as text")
+  command
+      ->add_option("--dump-program", flags->program_path,
+                   "Write the Program (every instruction, buffer and event) as text")
       ->check(NotEmpty());
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
@@ -230,10 +234,9 @@ CommandRunner AddPlanCommand(CLI::App& app) {
     const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
     OutputFiles files;
     if (!flags->trace_path.empty()) {
-      RETURN_IF_ERROR(
-          files.Add(flags->trace_path,
-                    sim::ChromeTraceJson(result.best.program, result.best.simulation, title),
-                    "trace"));
+      RETURN_IF_ERROR(files.Add(
+          flags->trace_path,
+          sim::ChromeTraceJson(result.best.program, result.best.simulation, title), "trace"));
     }
     if (!flags->memory_plot_path.empty()) {
       RETURN_IF_ERROR(files.Add(flags->memory_plot_path,
@@ -242,8 +245,8 @@ CommandRunner AddPlanCommand(CLI::App& app) {
                                 "memory plot"));
     }
     if (!flags->program_path.empty()) {
-      RETURN_IF_ERROR(files.Add(flags->program_path,
-                                program::ProgramToText(result.best.program), "program dump"));
+      RETURN_IF_ERROR(files.Add(flags->program_path, program::ProgramToText(result.best.program),
+                                "program dump"));
     }
     RETURN_IF_ERROR(files.Commit());
     if (flags->json) {

@@ -54,9 +54,10 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
   command.get_option("--seed")->description(
       "Seed of the parameters' initialization (with --onnx they start from the file's weights), "
       "the synthetic data, the shuffling of a data directory and the dropout masks");
-  command.add_option("--budget", flags.budget,
-                     "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
-                     "the profile's memory (60%); default: the profile's memory less its reserve")
+  command
+      .add_option("--budget", flags.budget,
+                  "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
+                  "the profile's memory (60%); default: the profile's memory less its reserve")
       ->check(NotEmpty());
   command.add_option("--policy", flags.policy, "none, swap, recompute, hybrid-seed or hybrid")
       ->check(CLI::IsMember(planner::PolicyNames()))
@@ -87,15 +88,17 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                   "segmentation (docs/training.md)")
       ->check(NotEmpty())
       ->capture_default_str();
-  command.add_option("--save", flags.save,
-                     "Write a checkpoint here after the last step (and every --save-every steps)")
+  command
+      .add_option("--save", flags.save,
+                  "Write a checkpoint here after the last step (and every --save-every steps)")
       ->check(NotEmpty());
   command
       .add_option("--save-every", flags.save_every, "Also save every K steps (0: only at the end)")
       ->check(NonNegativeInteger())
       ->capture_default_str();
-  command.add_option("--resume", flags.resume,
-                     "Continue from a checkpoint of the same model, optimizer and --seed")
+  command
+      .add_option("--resume", flags.resume,
+                  "Continue from a checkpoint of the same model, optimizer and --seed")
       ->check(NotEmpty());
   AddBackendFlags(command, flags.backend);
   command

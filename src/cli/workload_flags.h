@@ -38,7 +38,6 @@ struct WorkloadFlags {
   std::vector<models::GivenOption> given;
 };
 
-
 // Adds --model or --onnx (with --input-shape and --loss), --batch, --image,
 // --height, --width, --classes and the model-specific options to `command`.
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);

@@ -80,8 +80,8 @@ ValueId Graph::NewValue(std::string name, TensorType type, ValueKind kind, NodeI
   value.kind = kind;
   value.producer = producer;
   value.output_index = output_index;
-  total_bytes_ = SaturatingAdd(
-      total_bytes_, value.type.Bytes().value_or(std::numeric_limits<int64_t>::max()));
+  total_bytes_ =
+      SaturatingAdd(total_bytes_, value.type.Bytes().value_or(std::numeric_limits<int64_t>::max()));
   value_by_name_.emplace(value.name, value.id);
   values_.push_back(std::move(value));
   return values_.back().id;

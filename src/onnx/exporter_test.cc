@@ -71,7 +71,8 @@ TEST(ExporterTest, ImportingTheExportGivesTheTrainedValuesBack) {
   EXPECT_EQ(imported.ohwi_initializers, (std::set<std::string>{"conv.weight"}));
   const std::map<std::string, std::vector<std::byte>> trained = Trained(imported);
 
-  absl::StatusOr<std::string> exported = ExportTrainedValues(bytes, imported.ohwi_initializers, trained);
+  absl::StatusOr<std::string> exported =
+      ExportTrainedValues(bytes, imported.ohwi_initializers, trained);
   ASSERT_TRUE(exported.ok()) << StatusMessage(exported.status());
   absl::StatusOr<ImportedModel> again = ImportModel(*exported, {});
   ASSERT_TRUE(again.ok()) << StatusMessage(again.status());
@@ -89,11 +90,13 @@ TEST(ExporterTest, AValueForNoInitializerOrOfAnotherSizeIsAnError) {
   ModelBuilder m = SmallModel();
   const ImportedModel imported = ImportOrDie(m);
   std::map<std::string, std::vector<std::byte>> values = {{"nope", std::vector<std::byte>(4)}};
-  EXPECT_THAT(StatusMessage(ExportTrainedValues(m.Bytes(), imported.ohwi_initializers, values).status()),
-              HasSubstr("no initializer 'nope'"));
+  EXPECT_THAT(
+      StatusMessage(ExportTrainedValues(m.Bytes(), imported.ohwi_initializers, values).status()),
+      HasSubstr("no initializer 'nope'"));
   values = {{"fc.bias", std::vector<std::byte>(8)}};
-  EXPECT_THAT(StatusMessage(ExportTrainedValues(m.Bytes(), imported.ohwi_initializers, values).status()),
-              HasSubstr("'fc.bias' has 8 bytes; the initializer holds 4 floats"));
+  EXPECT_THAT(
+      StatusMessage(ExportTrainedValues(m.Bytes(), imported.ohwi_initializers, values).status()),
+      HasSubstr("'fc.bias' has 8 bytes; the initializer holds 4 floats"));
   EXPECT_THAT(StatusMessage(ExportTrainedValues("garbage", {}, {}).status()),
               HasSubstr("not an ONNX model"));
 }

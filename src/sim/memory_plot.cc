@@ -191,9 +191,7 @@ class Canvas {
 
   double left() const { return left_; }
   double width() const { return kRight - left_; }
-  double X(double time_s) const {
-    return left_ + std::clamp(time_s / end_s_, 0.0, 1.0) * width();
-  }
+  double X(double time_s) const { return left_ + std::clamp(time_s / end_s_, 0.0, 1.0) * width(); }
   double Y(double bytes) const {
     return kBottom - std::clamp(bytes / top_bytes_, 0.0, 1.0) * kPlotHeight;
   }
@@ -245,8 +243,7 @@ std::string HorizontalLine(const Canvas& canvas, std::string_view css_class, int
       "<text class=\"{0}-label\" x=\"{6}\" y=\"{7}\" fill=\"{4}\" text-anchor=\"{8}\">{9}</text>\n",
       css_class, Coordinate(canvas.left()), Coordinate(y), Coordinate(kRight), color, dash,
       Coordinate(label_right ? kRight - 4 : canvas.left() + 4),
-      Coordinate(label_below ? y + 15 : y - 5),
-      label_right ? "end" : "start", EscapeXml(label));
+      Coordinate(label_below ? y + 15 : y - 5), label_right ? "end" : "start", EscapeXml(label));
 }
 
 // A legend row above the plot. Widths are estimated from the text length (no
@@ -292,8 +289,8 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   const bool draw_arena = arena_bytes > 0 && arena_bytes != budget_bytes;
   // The axis spans what was allocated and reserved. A budget far above them
   // would flatten the curve against the axis: it is drawn only when it lies
-  // within 1.5 times their height (or nothing else is drawn), and otherwise named at the top as off the
-  // scale.
+  // within 1.5 times their height (or nothing else is drawn), and otherwise named at the top as off
+  // the scale.
   double data_max = static_cast<double>(peak);
   if (draw_arena) data_max = std::max(data_max, static_cast<double>(arena_bytes));
   const bool budget_on_scale =
@@ -395,8 +392,8 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
     // be a few pixels apart.
     // Left-aligned; below its line when the budget's runs just above it,
     // which would strike the label through.
-    const double gap = canvas.Y(static_cast<double>(arena_bytes)) -
-                       canvas.Y(static_cast<double>(budget_bytes));
+    const double gap =
+        canvas.Y(static_cast<double>(arena_bytes)) - canvas.Y(static_cast<double>(budget_bytes));
     const bool below = draw_budget && gap >= 0 && gap < 18;
     svg += HorizontalLine(canvas, "arena", arena_bytes, kArenaColor, "2 3", label, false, below);
     legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{}\" stroke-width=\"1.5\" "
@@ -407,8 +404,8 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   if (draw_budget) {
     const std::string label = fmt::format("budget {}", FormatBytes(budget_bytes));
     // Right-aligned; below its line when the arena's runs just above it.
-    const double gap = canvas.Y(static_cast<double>(budget_bytes)) -
-                       canvas.Y(static_cast<double>(arena_bytes));
+    const double gap =
+        canvas.Y(static_cast<double>(budget_bytes)) - canvas.Y(static_cast<double>(arena_bytes));
     const bool below = draw_arena && gap >= 0 && gap < 18;
     svg += HorizontalLine(canvas, "budget", budget_bytes, kBudgetColor, "6 4", label, true, below);
     legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{}\" stroke-width=\"1.5\" "

@@ -361,8 +361,8 @@ void ExpectTextDoesNotCollide(const std::string& svg) {
     EXPECT_LE(a.y1, 540) << a.text;
     for (size_t j = i + 1; j < boxes.size(); ++j) {
       const Box& b = boxes[j];
-      const bool apart = a.x1 <= b.x0 + 0.5 || b.x1 <= a.x0 + 0.5 || a.y1 <= b.y0 + 0.5 ||
-                         b.y1 <= a.y0 + 0.5;
+      const bool apart =
+          a.x1 <= b.x0 + 0.5 || b.x1 <= a.x0 + 0.5 || a.y1 <= b.y0 + 0.5 || b.y1 <= a.y0 + 0.5;
       EXPECT_TRUE(apart) << "'" << a.text << "' overlaps '" << b.text << "'";
     }
   }
@@ -465,8 +465,7 @@ TEST(MemoryPlotRenderTest, RsvgConvertRendersNonBlankPngs) {
     ASSERT_TRUE(png_image_begin_read_from_file(&image, png_path.c_str())) << image.message;
     image.format = PNG_FORMAT_RGB;
     std::vector<unsigned char> pixels(PNG_IMAGE_SIZE(image));
-    ASSERT_TRUE(png_image_finish_read(&image, nullptr, pixels.data(), 0, nullptr))
-        << image.message;
+    ASSERT_TRUE(png_image_finish_read(&image, nullptr, pixels.data(), 0, nullptr)) << image.message;
     EXPECT_EQ(image.width, static_cast<unsigned>(width));
     EXPECT_EQ(image.height, static_cast<unsigned>(width * 540 / 960));
     size_t inked = 0;

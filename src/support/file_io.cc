@@ -143,8 +143,8 @@ absl::Status CheckOutputPath(const std::string& path, std::string_view what) {
                                                   path, directory, std::strerror(errno)));
   }
   if (!S_ISDIR(info.st_mode)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "cannot write {} '{}': '{}' is not a directory", what, path, directory));
+    return absl::InvalidArgumentError(
+        fmt::format("cannot write {} '{}': '{}' is not a directory", what, path, directory));
   }
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
     return absl::InvalidArgumentError(fmt::format("cannot write {} '{}': directory '{}': {}", what,

@@ -59,7 +59,8 @@ TEST_F(FileIoTest, RefusesAFileOverItsLimitBeforeReadingIt) {
   absl::StatusOr<std::string> read = ReadFileToString(Path("a.txt"), 4, "text");
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(StatusMessage(read.status()), HasSubstr("is larger than 4 B, the most a text may be"));
+  EXPECT_THAT(StatusMessage(read.status()),
+              HasSubstr("is larger than 4 B, the most a text may be"));
 }
 
 TEST_F(FileIoTest, RefusesADevice) {
@@ -92,9 +93,9 @@ TEST_F(FileIoTest, NamesTheReasonAFileCannotBeRead) {
   absl::StatusOr<std::string> missing = ReadFileToString(Path("missing"), 100, "checkpoint");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(StatusMessage(missing.status()),
-              HasSubstr("cannot open checkpoint '" + Path("missing") +
-                        "': No such file or directory"));
+  EXPECT_THAT(
+      StatusMessage(missing.status()),
+      HasSubstr("cannot open checkpoint '" + Path("missing") + "': No such file or directory"));
   absl::StatusOr<std::string> directory = ReadFileToString(directory_.string(), 100, "checkpoint");
   ASSERT_FALSE(directory.ok());
   EXPECT_THAT(StatusMessage(directory.status()), HasSubstr("is a directory, not a file"));

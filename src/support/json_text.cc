@@ -24,7 +24,8 @@ class StrictChecker : public nlohmann::json_sax<Json> {
   bool number_integer(number_integer_t) override { return Value(); }
   bool number_unsigned(number_unsigned_t) override { return Value(); }
   bool number_float(number_float_t value, const string_t& text) override {
-    if (!std::isfinite(value)) return Fail(fmt::format("the number {} does not fit a double", text));
+    if (!std::isfinite(value))
+      return Fail(fmt::format("the number {} does not fit a double", text));
     return Value();
   }
   bool string(string_t&) override { return Value(); }

@@ -39,8 +39,7 @@ TEST(ParseStrictJsonTest, RefusesANumberBeyondDoubleNamingTheField) {
 TEST(ParseStrictJsonTest, RefusesDeepNestingBeforeBuildingIt) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_NE(ErrorOf(deep).find("nested deeper than 64 levels"), std::string::npos);
-  const std::string allowed =
-      std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  const std::string allowed = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
   EXPECT_EQ(ErrorOf(allowed), "ok");
 }
 

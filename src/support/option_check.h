@@ -41,7 +41,8 @@ std::string DescribeIntegerRange(int64_t min, int64_t max);
 std::string DescribeNumberRange(const NumberRange& range);
 
 // `value` in [min, max], or InvalidArgument "NAME must be <range>, got VALUE".
-absl::Status CheckInteger(std::string_view name, int64_t value, int64_t min, int64_t max = kMaxInt64);
+absl::Status CheckInteger(std::string_view name, int64_t value, int64_t min,
+                          int64_t max = kMaxInt64);
 // `value` finite and in `range` (NaN and infinities never are).
 absl::Status CheckNumber(std::string_view name, double value, const NumberRange& range);
 // `value` not empty (nor only blanks): "NAME must not be empty".

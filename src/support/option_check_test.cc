@@ -61,9 +61,8 @@ TEST(OptionCheckTest, NumbersRefuseNanAndInfinities) {
     EXPECT_THAT(Message(parsed.status()), HasSubstr("--lr must be a positive number, got"));
   }
   EXPECT_FALSE(CheckNumber("--time-limit", std::nan(""), kPositiveNumber).ok());
-  EXPECT_FALSE(CheckNumber("--time-limit", std::numeric_limits<double>::infinity(),
-                           kPositiveNumber)
-                   .ok());
+  EXPECT_FALSE(
+      CheckNumber("--time-limit", std::numeric_limits<double>::infinity(), kPositiveNumber).ok());
   EXPECT_EQ(Message(CheckNumber("--momentum", 1.0, kFraction)),
             "--momentum must be a number in [0, 1), got '1'");
   EXPECT_TRUE(CheckNumber("--momentum", 0.0, kFraction).ok());

@@ -76,8 +76,8 @@ absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
   const char* end = trimmed.data() + trimmed.size();
   auto [stop, error] = std::from_chars(trimmed.data(), end, value, std::chars_format::general);
   const bool starts_with_digit =
-      !trimmed.empty() && (std::isdigit(static_cast<unsigned char>(trimmed.front())) ||
-                           trimmed.front() == '.');
+      !trimmed.empty() &&
+      (std::isdigit(static_cast<unsigned char>(trimmed.front())) || trimmed.front() == '.');
   if (!starts_with_digit || error == std::errc::invalid_argument) {
     return absl::InvalidArgumentError(fmt::format(
         "'{}' is not a size: expected a number of bytes (4096, 1e9) or e.g. 16GiB, 512MiB", text));
@@ -115,7 +115,8 @@ absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
     return static_cast<int64_t>(std::floor(bytes));
   }
   return absl::InvalidArgumentError(fmt::format(
-      "'{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB or PB", text, suffix));
+      "'{}' has an unknown unit '{}': use B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB or PB", text,
+      suffix));
 }
 
 }  // namespace spillway
