@@ -85,6 +85,9 @@ absl::StatusOr<std::string> Stage(const std::string& path, std::string_view cont
     ::umask(mask);
     if (::fchmod(fd.get(), 0666 & ~mask) != 0) status = SystemError(errno, "write", what, path);
   }
+  // On the disk before the rename, so that a crash leaves the old file or
+  // the new one, never an empty one under the new name.
+  if (status.ok() && ::fsync(fd.get()) != 0) status = SystemError(errno, "write", what, path);
   if (status.ok() && fd.Close() != 0) status = SystemError(errno, "write", what, path);
   if (!status.ok()) {
     ::unlink(temporary.c_str());
@@ -181,6 +184,13 @@ absl::Status OutputFiles::Commit() {
       staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(i));
       return SystemError(error, "write", staged_.front().what, staged_.front().path);
     }
+  }
+  // A rename survives a crash once its directory is flushed too. Best effort:
+  // the files are in place either way.
+  for (const Staged& file : staged_) {
+    const FileDescriptor directory(
+        ::open(DirectoryOf(file.path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (directory.get() >= 0) ::fsync(directory.get());
   }
   staged_.clear();
   return absl::OkStatus();

@@ -3,9 +3,10 @@
 //  - a read refuses a directory, a device (/dev/zero), and a file larger
 //    than a declared maximum before reading it (a pipe is read up to the
 //    maximum and refused past it), so no input can exhaust memory;
-//  - a write goes to a temporary file beside the target and is renamed over
-//    it once complete, so a failure never leaves a partial file and never
-//    destroys the file that was there;
+//  - a write goes to a temporary file beside the target, is flushed to the
+//    disk (fsync) and renamed over it, and the directory is flushed, so a
+//    failure or a crash never leaves a partial file and never destroys the
+//    file that was there;
 //  - errors name the file, what it is for and the system's reason. Bad paths
 //    (missing, a directory, no permission) are InvalidArgument or NotFound;
 //    a failing disk (full, I/O error) is DataLoss, which the command line

@@ -1,14 +1,8 @@
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <iterator>
 #include <optional>
 #include <string_view>
@@ -91,45 +85,6 @@ class Reader {
   size_t position_ = 0;
 };
 
-absl::Status ErrnoError(std::string_view action, const std::string& path) {
-  return absl::InternalError(fmt::format("cannot {} '{}': {}", action, path, std::strerror(errno)));
-}
-
-// Writes all bytes and flushes them to the disk before returning.
-absl::Status WriteDurably(const std::string& path, std::span<const std::byte> bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("create", path);
-  size_t written = 0;
-  while (written < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      absl::Status status = ErrnoError("write", path);
-      ::close(fd);
-      return status;
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    absl::Status status = ErrnoError("flush", path);
-    ::close(fd);
-    return status;
-  }
-  if (::close(fd) != 0) return ErrnoError("close", path);
-  return absl::OkStatus();
-}
-
-// The directory entry of a rename survives a crash only once the directory
-// itself is flushed.
-void SyncDirectoryOf(const std::string& path) {
-  std::filesystem::path directory = std::filesystem::path(path).parent_path();
-  if (directory.empty()) directory = ".";
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // the rename has happened; only its durability is unconfirmed
-  ::fsync(fd);
-  ::close(fd);
-}
-
 }  // namespace
 
 uint64_t Fnv1a(std::span<const std::byte> bytes, uint64_t hash) {
@@ -185,18 +140,10 @@ absl::Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoi
   }
   file.Put(Fnv1a(file.bytes()));
 
-  const std::string temporary = path + ".tmp";
-  if (absl::Status status = WriteDurably(temporary, file.bytes()); !status.ok()) {
-    std::remove(temporary.c_str());
-    return status;
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    absl::Status status = ErrnoError(fmt::format("rename '{}' to", temporary), path);
-    std::remove(temporary.c_str());
-    return status;
-  }
-  SyncDirectoryOf(path);
-  return absl::OkStatus();
+  const std::span<const std::byte> bytes = file.bytes();
+  return WriteFileAtomically(
+      path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+      "checkpoint");
 }
 
 absl::StatusOr<Checkpoint> ReadCheckpoint(const std::string& path) {

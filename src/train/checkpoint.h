@@ -9,8 +9,9 @@
 //     string dtype ("f32", "i64"), u32 rank, i64 dims[rank], u64 byte count,
 //     bytes (a string is a u32 length and its bytes),
 //   u64 FNV-1a 64 of every byte before it.
-// A checkpoint is written to "<path>.tmp", flushed to disk and renamed over
-// <path>, so a crash leaves either the old checkpoint or the new one.
+// A checkpoint is written through WriteFileAtomically (support/file_io.h):
+// a temporary file, flushed to disk and renamed over <path>, so a crash
+// leaves either the old checkpoint or the new one.
 #pragma once
 
 #include <cstddef>
