@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "analysis/cost_model.h"
 #include "analysis/hardware.h"
@@ -146,6 +147,16 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
       {"converged", !result.hit_time_limit},
   };
   if (!result.start.empty()) json["start"] = result.start;
+  if (!result.race.empty()) {
+    nlohmann::json& race = json["race"] = nlohmann::json::array();
+    for (const planner::PlanResult::Refinement& refinement : result.race) {
+      race.push_back({{"start", refinement.start},
+                      {"start_step_time_s", refinement.start_step_s},
+                      {"step_time_s", refinement.step_s},
+                      {"evaluations", refinement.evaluations},
+                      {"finished", refinement.finished}});
+    }
+  }
   if (swap != nullptr && swap->feasible && result.feasible) {
     json["speedup_over_swap"] = swap->best.step_time_s() / simulation.step_time_s - 1.0;
   }
@@ -160,6 +171,14 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
                  ? "; stopped by --time-limit before converging (the plan depends on this "
                    "machine's speed)"
                  : "");
+  if (result.race.empty()) return;
+  std::vector<std::string> entries;
+  for (const planner::PlanResult::Refinement& refinement : result.race) {
+    entries.push_back(fmt::format(
+        "{} {:.4g} -> {:.4g} s ({} candidates{})", refinement.start, refinement.start_step_s,
+        refinement.step_s, refinement.evaluations, refinement.finished ? "" : ", left the race"));
+  }
+  fmt::print(out, "Race         {}\n", fmt::join(entries, "; "));
 }
 
 std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }

@@ -35,31 +35,56 @@ struct Start {
   Evaluation evaluation;
 };
 
+// A plan as per-tensor decisions, and what the refinement keeps about it. The
+// planner builds its eviction start in one, and refines each start of the
+// portfolio in its own: the race (HybridPlanner::Race) advances several of
+// them a slice at a time, so everything a refinement needs to resume is here.
+struct Refinement {
+  std::string start;                // the portfolio's plan it began from
+  std::vector<Decision> decisions;  // per candidate
+  std::vector<int> fetch_advance;   // per candidate: extra steps of lead for a fetch that stalled
+  std::vector<int> recomputed_readers;  // per candidate: recomputed tensors that read it
+  // Per candidate, reset every pass: the moves tried on it.
+  std::vector<bool> tried_rebuild;
+  std::vector<bool> tried_keep;
+  std::vector<bool> tried_spill;
+  std::vector<int> tried_advance;  // the largest fetch advance tried
+  // Copy seconds the spills take, each way (what SpillCost charges against).
+  double d2h_load = 0;
+  double h2d_load = 0;
+  double lead_cap_s = -1;             // < 0: every fetch just in time
+  std::optional<Evaluation> current;  // the plan as refined so far
+  int evaluations = 0;                // candidate plans its refinement has considered
+  int passes = 0;                     // passes completed
+  bool in_pass = false;               // a pass is under way (its slice ended first)
+  double pass_start_s = 0;            // the step time when that pass began
+  bool lead_cap_searched = false;
+  bool done = false;  // converged, or stopped by a limit
+};
+
 class HybridPlanner {
  public:
   HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options)
-      : context_(context),
-        options_(options),
-        start_(std::chrono::steady_clock::now()),
-        evaluations_at_start_(context.evaluations()) {}
+      : context_(context), options_(options), start_(std::chrono::steady_clock::now()) {}
 
   // The portfolio: the plans of the heuristic policies (each as its own
   // policy makes it, with its default options) and hybrid's own eviction
   // plan. Each of them that fits is refined from the nearest per-tensor
-  // decisions, and the result is the best plan seen, so it is never worse
+  // decisions, in a race that gives the most candidates to the refinements
+  // that do best, and the result is the best plan seen, so it is never worse
   // than any of the heuristics.
   absl::StatusOr<PlanResult> Run() {
     Collect();
     PlanResult result;
-    std::vector<Decision> decisions(candidates_.size(), Decision::kKeep);
-    ASSIGN_OR_RETURN(Evaluation keep_all, Evaluate(decisions));
+    active_ = Fresh("evict");
+    ASSIGN_OR_RETURN(Evaluation keep_all, Evaluate(active_.decisions));
     if (context_.Fits(keep_all)) {  // the ideal step: nothing to improve
       result.best = std::move(keep_all);
       result.start = "keep";
       return result;
     }
     std::vector<Start> starts;
-    ASSIGN_OR_RETURN(Evaluation evicted, EvictUntilFits(decisions, std::move(keep_all)));
+    ASSIGN_OR_RETURN(Evaluation evicted, EvictUntilFits(active_.decisions, std::move(keep_all)));
     starts.push_back({"evict", std::move(evicted)});
     SwapPolicy swap;
     ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
@@ -72,34 +97,51 @@ class HybridPlanner {
     starts.push_back({"recompute", std::move(recomputed.best)});
 
     // Best first (stable: on a tie the earlier, evict first). Every start
-    // that fits is refined (Refine says until when): which start refines
-    // best differs between workloads (a tight budget on a slow link favours
-    // recomputation's plan, a roomy one eviction's).
+    // that fits enters the race: which start refines best differs between
+    // workloads (a tight budget on a slow link favours recomputation's plan,
+    // a roomy one eviction's), and is not always the one that starts best.
     std::stable_sort(starts.begin(), starts.end(), [&](const Start& a, const Start& b) {
       return Better(a.evaluation, b.evaluation, context_.budget_bytes());
     });
     result.best = starts.front().evaluation;
     result.start = starts.front().name;
+    std::vector<Refinement> refinements;
     for (const Start& start : starts) {
-      if (!context_.Fits(start.evaluation) || hit_time_limit_) break;
-      ASSIGN_OR_RETURN(std::optional<Evaluation> loaded, Load(start.evaluation.plan, decisions));
-      if (!loaded) continue;  // per-tensor decisions do not express it in the budget
-      evaluations_at_start_ = context_.evaluations();
-      ASSIGN_OR_RETURN(Evaluation refined, Refine(decisions, *std::move(loaded)));
-      if (Better(refined, result.best, context_.budget_bytes())) {
-        result.best = std::move(refined);
-        result.start = start.name;
+      if (!context_.Fits(start.evaluation)) break;
+      ASSIGN_OR_RETURN(const bool fits, Load(start));
+      // A start that per-tensor decisions do not express within the budget
+      // still competes as it was.
+      if (fits) refinements.push_back(std::move(active_));
+    }
+    std::vector<double> loaded_s;
+    for (const Refinement& refinement : refinements)
+      loaded_s.push_back(refinement.current->step_time_s());
+    RETURN_IF_ERROR(Race(refinements));
+    for (size_t i = 0; i < refinements.size(); ++i) {
+      const Refinement& refinement = refinements[i];
+      result.race.push_back({.start = refinement.start,
+                             .start_step_s = loaded_s[i],
+                             .step_s = refinement.current->step_time_s(),
+                             .evaluations = refinement.evaluations,
+                             .finished = refinement.done});
+    }
+    for (Refinement& refinement : refinements) {
+      if (Better(*refinement.current, result.best, context_.budget_bytes())) {
+        result.best = *std::move(refinement.current);
+        result.start = refinement.start;
       }
     }
     result.hit_time_limit = hit_time_limit_;
     return result;
   }
 
-  // Sets the decisions (and fetch steps) to a plan's, as far as per-tensor
-  // decisions express it, and evaluates them; nullopt if that does not fit.
-  absl::StatusOr<std::optional<Evaluation>> Load(const program::Plan& plan,
-                                                 std::vector<Decision>& decisions) {
-    for (size_t i = 0; i < candidates_.size(); ++i) Apply(i, Decision::kKeep, decisions);
+  // Makes the active refinement a start's plan, as far as per-tensor
+  // decisions (and fetch steps) express it, and evaluates it; false if that
+  // does not fit.
+  absl::StatusOr<bool> Load(const Start& start) {
+    active_ = Fresh(start.name);
+    std::vector<Decision>& decisions = active_.decisions;
+    const program::Plan& plan = start.evaluation.plan;
     for (size_t i = 0; i < candidates_.size(); ++i) {
       Apply(i, plan.at(candidates_[i].value).decision, decisions);
     }
@@ -108,26 +150,100 @@ class HybridPlanner {
     for (size_t i = 0; i < candidates_.size(); ++i) {
       const program::TensorPlan& tensor = plan.at(candidates_[i].value);
       const int fetch = tensor.fetch_step < 0 ? needed[i] : tensor.fetch_step;
-      fetch_advance_[i] = decisions[i] == Decision::kSpill ? std::max(0, needed[i] - fetch) : 0;
+      active_.fetch_advance[i] =
+          decisions[i] == Decision::kSpill ? std::max(0, needed[i] - fetch) : 0;
     }
-    lead_cap_s_ = -1;
     ASSIGN_OR_RETURN(Evaluation loaded, Evaluate(decisions));
-    if (!context_.Fits(loaded)) return std::nullopt;
-    return loaded;
+    if (!context_.Fits(loaded)) return false;
+    active_.current = std::move(loaded);
+    return true;
+  }
+
+  // The race between the refinements of the portfolio's starts. Each round
+  // advances every refinement still in it by the round's quota of candidate
+  // plans, and the quota doubles from round to round. After a round a
+  // refinement stays in the race only if it is the best plan so far or, were
+  // it to gain again what it gained in that round (times
+  // `race_gain_credit`), it would overtake the best plan so far; one that
+  // has converged leaves the race but its plan still counts. A start that
+  // improves slowly but steadily thus keeps its place, and one stuck behind
+  // the leader stops taking candidates. The last one left runs until it
+  // converges. Quotas count candidates, not seconds, so the race ends the
+  // same way on every machine. With no first quota every refinement runs
+  // until it converges at once; with an infinite credit none leaves the race
+  // early, so they only take turns.
+  absl::Status Race(std::vector<Refinement>& refinements) {
+    std::vector<size_t> racing(refinements.size());
+    for (size_t i = 0; i < racing.size(); ++i) racing[i] = i;
+    std::vector<double> gain(refinements.size(), 0);  // in the last round, seconds of step
+    int quota = options_.race_first_quota;
+    while (!racing.empty() && !hit_time_limit_) {
+      const bool last = racing.size() == 1;
+      for (const size_t i : racing) {
+        const double before = refinements[i].current->step_time_s();
+        std::swap(active_, refinements[i]);
+        absl::Status advanced = Advance(last ? 0 : quota);
+        std::swap(active_, refinements[i]);
+        RETURN_IF_ERROR(advanced);
+        gain[i] = before - refinements[i].current->step_time_s();
+      }
+      size_t best = 0;
+      for (size_t i = 1; i < refinements.size(); ++i) {
+        if (Better(*refinements[i].current, *refinements[best].current, context_.budget_bytes()))
+          best = i;
+      }
+      const double best_s = refinements[best].current->step_time_s();
+      std::erase_if(racing, [&](size_t i) {
+        if (refinements[i].done) return true;
+        if (std::isinf(options_.race_gain_credit)) return false;
+        const double hoped_s =
+            refinements[i].current->step_time_s() - options_.race_gain_credit * gain[i];
+        return i != best && !(hoped_s < best_s);
+      });
+      quota = quota > std::numeric_limits<int>::max() / 2 ? quota : 2 * quota;
+    }
+    return absl::OkStatus();
   }
 
  private:
+  // Decisions that keep everything, with the per-candidate state sized.
+  Refinement Fresh(std::string start) const {
+    Refinement refinement;
+    refinement.start = std::move(start);
+    const size_t n = candidates_.size();
+    refinement.decisions.assign(n, Decision::kKeep);
+    refinement.fetch_advance.assign(n, 0);
+    refinement.recomputed_readers.assign(n, 0);
+    refinement.tried_rebuild.assign(n, false);
+    refinement.tried_keep.assign(n, false);
+    refinement.tried_spill.assign(n, false);
+    refinement.tried_advance.assign(n, 0);
+    return refinement;
+  }
+
   double Elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  // The refinement's stopping rule besides convergence: the evaluation cap
-  // (part of the algorithm, the same on every machine) and the wall-clock
-  // safety net (which is not, and is recorded when it fires).
-  bool OutOfTime() {
+  // Candidate plans the active refinement may still consider: what is left
+  // of its slice of the race and of the evaluation cap (part of the
+  // algorithm, the same on every machine).
+  int Left() const {
+    const int used = context_.evaluations() - slice_start_;
+    int left = slice_end_ - context_.evaluations();
     const int limit = context_.options().max_evaluations;
-    if (limit > 0 && context_.evaluations() - evaluations_at_start_ >= limit) return true;
+    if (limit > 0) left = std::min(left, limit - (active_.evaluations + used));
+    return std::max(0, left);
+  }
+  bool CapReached() const {
+    const int limit = context_.options().max_evaluations;
+    return limit > 0 && active_.evaluations + (context_.evaluations() - slice_start_) >= limit;
+  }
+  // The refinement's stopping rule besides convergence: its slice or its cap
+  // is spent, or the wall-clock safety net (which is not the same on every
+  // machine, and is recorded when it fires) has been reached.
+  bool OutOfTime() {
     if (Elapsed() > context_.options().time_limit_s) hit_time_limit_ = true;
-    return hit_time_limit_;
+    return hit_time_limit_ || Left() == 0;
   }
 
   void Collect() {
@@ -198,12 +314,6 @@ class HybridPlanner {
         rebuild_reads(rebuild_reads, tensor.value, candidate.rebuild_reads);
       candidates_.push_back(candidate);
     }
-    fetch_advance_.assign(candidates_.size(), 0);
-    recomputed_readers_.assign(candidates_.size(), 0);
-    tried_rebuild_.assign(candidates_.size(), false);
-    tried_keep_.assign(candidates_.size(), false);
-    tried_spill_.assign(candidates_.size(), false);
-    tried_advance_.assign(candidates_.size(), 0);
     index_of_value_.assign(static_cast<size_t>(graph.num_values()), -1);
     for (size_t i = 0; i < candidates_.size(); ++i) {
       index_of_value_[static_cast<size_t>(candidates_[i].value)] = static_cast<int>(i);
@@ -227,8 +337,8 @@ class HybridPlanner {
   // forward pass (for d2h) or the backward pass (for h2d).
   double SpillCost(const Candidate& c) const {
     const double own = c.UnhiddenTransferSeconds();
-    const double d2h_over = std::clamp(d2h_load_ + c.d2h_s - forward_s_, 0.0, c.d2h_s);
-    const double h2d_over = std::clamp(h2d_load_ + c.h2d_s - backward_s_, 0.0, c.h2d_s);
+    const double d2h_over = std::clamp(active_.d2h_load + c.d2h_s - forward_s_, 0.0, c.d2h_s);
+    const double h2d_over = std::clamp(active_.h2d_load + c.h2d_s - backward_s_, 0.0, c.h2d_s);
     return std::max(own, d2h_over + h2d_over);
   }
 
@@ -237,7 +347,7 @@ class HybridPlanner {
   // segment at once and save nothing (the recompute policy's trade-off).
   bool RecomputeAllowed(size_t index, const std::vector<Decision>& decisions) const {
     const Candidate& c = candidates_[index];
-    if (!c.can_recompute || recomputed_readers_[index] > 0) return false;
+    if (!c.can_recompute || active_.recomputed_readers[index] > 0) return false;
     for (ir::ValueId read : c.rebuild_reads) {
       const int j = index_of_value_[static_cast<size_t>(read)];
       if (j >= 0 && decisions[static_cast<size_t>(j)] == Decision::kRecompute) return false;
@@ -259,18 +369,18 @@ class HybridPlanner {
   void Apply(size_t index, Decision decision, std::vector<Decision>& decisions) {
     const Decision before = decisions[index];
     if (before == Decision::kSpill) {
-      d2h_load_ -= candidates_[index].d2h_s;
-      h2d_load_ -= candidates_[index].h2d_s;
+      active_.d2h_load -= candidates_[index].d2h_s;
+      active_.h2d_load -= candidates_[index].h2d_s;
     }
     if (decision == Decision::kSpill) {
-      d2h_load_ += candidates_[index].d2h_s;
-      h2d_load_ += candidates_[index].h2d_s;
+      active_.d2h_load += candidates_[index].d2h_s;
+      active_.h2d_load += candidates_[index].h2d_s;
     }
     if ((before == Decision::kRecompute) != (decision == Decision::kRecompute)) {
       const int delta = decision == Decision::kRecompute ? 1 : -1;
       for (ir::ValueId read : candidates_[index].rebuild_reads) {
         const int j = index_of_value_[static_cast<size_t>(read)];
-        if (j >= 0) recomputed_readers_[static_cast<size_t>(j)] += delta;
+        if (j >= 0) active_.recomputed_readers[static_cast<size_t>(j)] += delta;
       }
     }
     decisions[index] = decision;
@@ -296,7 +406,7 @@ class HybridPlanner {
   // The plan for a set of decisions, with every fetch issued as late as the
   // h2d queue allows on the ideal timeline: walking back from the last
   // deadline, each copy ends by its reader's start and before the next copy
-  // in the queue begins. A copy starts at most `lead_cap_s_` earlier than its
+  // in the queue begins. A copy starts at most `active_.lead_cap_s` earlier than its
   // own deadline needs: a saturated queue would otherwise pull fetches far
   // ahead and hold their bytes (the cap is searched once the plan fits).
   program::Plan MakePlan(const std::vector<Decision>& decisions,
@@ -315,11 +425,12 @@ class HybridPlanner {
       const Candidate& c = candidates_[i];
       const double deadline = context_.ideal_start_s(needed[i]);
       const double finish = std::min(deadline, next_start);
-      const double start = std::max(finish - c.h2d_s, deadline - c.h2d_s - lead_cap_s_);
+      const double start = std::max(finish - c.h2d_s, deadline - c.h2d_s - active_.lead_cap_s);
       next_start = start;
       int step = needed[i];
       // A negative cap: just in time, before the step that needs it.
-      while (lead_cap_s_ >= 0 && step > c.produced + 1 && context_.ideal_start_s(step) > start) {
+      while (active_.lead_cap_s >= 0 && step > c.produced + 1 &&
+             context_.ideal_start_s(step) > start) {
         --step;
       }
       step = std::max(c.produced + 1, step - fetch_advance[i]);
@@ -329,7 +440,8 @@ class HybridPlanner {
   }
 
   absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions) {
-    ASSIGN_OR_RETURN(Evaluation evaluation, context_.Evaluate(MakePlan(decisions, fetch_advance_)));
+    ASSIGN_OR_RETURN(Evaluation evaluation,
+                     context_.Evaluate(MakePlan(decisions, active_.fetch_advance)));
     return evaluation;
   }
 
@@ -457,12 +569,12 @@ class HybridPlanner {
   // no lead to the whole backward pass; kept only if it is faster.
   absl::StatusOr<Evaluation> SearchLeadCap(const std::vector<Decision>& decisions,
                                            Evaluation current) {
-    const double no_lead = lead_cap_s_;
-    lead_cap_s_ = backward_s_;
+    const double no_lead = active_.lead_cap_s;
+    active_.lead_cap_s = backward_s_;
     ASSIGN_OR_RETURN(Evaluation full, Evaluate(decisions));
     if (context_.Fits(full)) {
       if (full.step_time_s() < current.step_time_s()) return full;
-      lead_cap_s_ = no_lead;
+      active_.lead_cap_s = no_lead;
       return current;
     }
     double fits = 0;
@@ -472,7 +584,7 @@ class HybridPlanner {
     for (int i = 0; i < options_.lead_cap_bisections && fails > 1e-6; ++i) {
       const double middle =
           fits > 0 ? std::sqrt(fits * fails) : fails * options_.lead_cap_first_fraction;
-      lead_cap_s_ = middle;
+      active_.lead_cap_s = middle;
       ASSIGN_OR_RETURN(Evaluation trial, Evaluate(decisions));
       if (context_.Fits(trial)) {
         fits = middle;
@@ -484,25 +596,50 @@ class HybridPlanner {
         fails = middle;
       }
     }
-    lead_cap_s_ = best_cap;
+    active_.lead_cap_s = best_cap;
     return best;
   }
 
-  // Passes of the moves below, each move tried at most once per tensor in a
-  // pass, until a pass improves nothing or the pass limit is reached.
-  absl::StatusOr<Evaluation> Refine(std::vector<Decision>& decisions, Evaluation current) {
-    ASSIGN_OR_RETURN(current, SearchLeadCap(decisions, std::move(current)));
-    const int passes = context_.options().max_refine_passes;
-    for (int pass = 0; passes <= 0 || pass < passes; ++pass) {
-      const double before = current.step_time_s();
-      std::fill(tried_rebuild_.begin(), tried_rebuild_.end(), false);
-      std::fill(tried_keep_.begin(), tried_keep_.end(), false);
-      std::fill(tried_spill_.begin(), tried_spill_.end(), false);
-      std::fill(tried_advance_.begin(), tried_advance_.end(), 0);
-      ASSIGN_OR_RETURN(current, RefinePass(decisions, std::move(current)));
-      if (!(current.step_time_s() < before) || OutOfTime()) break;
+  // Advances the active refinement in passes of the moves below, each move
+  // tried at most once per tensor in a pass, until a pass improves nothing or
+  // the pass limit is reached (done), or until it has considered `quota`
+  // more candidate plans (0: no quota). Advanced again, it goes on exactly as
+  // if it had not stopped: the move lists are made afresh from the decisions
+  // and what the pass has tried.
+  absl::Status Advance(int quota) {
+    slice_start_ = context_.evaluations();
+    slice_end_ = quota > 0 ? slice_start_ + quota : std::numeric_limits<int>::max();
+    absl::Status status = AdvanceSlice();
+    active_.evaluations += context_.evaluations() - slice_start_;
+    return status;
+  }
+
+  absl::Status AdvanceSlice() {
+    Evaluation& current = *active_.current;
+    if (!active_.lead_cap_searched) {
+      active_.lead_cap_searched = true;
+      ASSIGN_OR_RETURN(current, SearchLeadCap(active_.decisions, std::move(current)));
     }
-    return current;
+    const int passes = context_.options().max_refine_passes;
+    while (!active_.done) {
+      if (!active_.in_pass) {
+        std::fill(active_.tried_rebuild.begin(), active_.tried_rebuild.end(), false);
+        std::fill(active_.tried_keep.begin(), active_.tried_keep.end(), false);
+        std::fill(active_.tried_spill.begin(), active_.tried_spill.end(), false);
+        std::fill(active_.tried_advance.begin(), active_.tried_advance.end(), 0);
+        active_.pass_start_s = current.step_time_s();
+        active_.in_pass = true;
+      }
+      ASSIGN_OR_RETURN(current, RefinePass(active_.decisions, std::move(current)));
+      // The slice ran out, perhaps in the middle of a list of moves: the
+      // pass goes on when the race comes back to this refinement.
+      if (!hit_time_limit_ && !CapReached() && Left() == 0) return absl::OkStatus();
+      active_.in_pass = false;
+      ++active_.passes;
+      active_.done = !(current.step_time_s() < active_.pass_start_s) ||
+                     (passes > 0 && active_.passes >= passes) || hit_time_limit_ || CapReached();
+    }
+    return absl::OkStatus();
   }
 
   // One refinement move: a candidate's new decision (and fetch advance), and
@@ -518,16 +655,17 @@ class HybridPlanner {
   void MarkTried(const Move& move) {
     switch (move.tried) {
       case Tried::kRebuild:
-        tried_rebuild_[move.index] = true;
+        active_.tried_rebuild[move.index] = true;
         break;
       case Tried::kAdvance:
-        tried_advance_[move.index] = std::max(tried_advance_[move.index], move.advance);
+        active_.tried_advance[move.index] =
+            std::max(active_.tried_advance[move.index], move.advance);
         break;
       case Tried::kSpill:
-        tried_spill_[move.index] = true;
+        active_.tried_spill[move.index] = true;
         break;
       case Tried::kKeep:
-        tried_keep_[move.index] = true;
+        active_.tried_keep[move.index] = true;
         break;
     }
   }
@@ -539,15 +677,12 @@ class HybridPlanner {
   // not. The evaluation cap counts the same way.
   absl::StatusOr<bool> TryMoves(std::vector<Decision>& decisions, Evaluation& current,
                                 std::vector<Move> moves) {
-    const int limit = context_.options().max_evaluations;
-    if (limit > 0) {
-      const int left = std::max(0, limit - (context_.evaluations() - evaluations_at_start_));
-      if (moves.size() > static_cast<size_t>(left)) moves.resize(static_cast<size_t>(left));
-    }
+    const auto left = static_cast<size_t>(Left());
+    if (moves.size() > left) moves.resize(left);
     auto plan_for = [&](size_t i) {
       const Move& move = moves[i];
       std::vector<Decision> trial = decisions;
-      std::vector<int> advance = fetch_advance_;
+      std::vector<int> advance = active_.fetch_advance;
       trial[move.index] = move.decision;
       advance[move.index] = move.advance;
       return MakePlan(trial, advance);
@@ -560,7 +695,7 @@ class HybridPlanner {
     if (!accepted) return false;
     const Move& move = moves[accepted->first];
     Apply(move.index, move.decision, decisions);
-    fetch_advance_[move.index] = move.advance;
+    active_.fetch_advance[move.index] = move.advance;
     current = std::move(accepted->second);
     return true;
   }
@@ -577,11 +712,11 @@ class HybridPlanner {
       if (decisions[index] != Decision::kSpill || listed[index]) continue;
       listed[index] = true;
       if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall &&
-          !tried_rebuild_[index] && RecomputeAllowed(index, decisions)) {
+          !active_.tried_rebuild[index] && RecomputeAllowed(index, decisions)) {
         moves.push_back({index, Decision::kRecompute, 0, Tried::kRebuild});
       }
-      const int advance = 2 * fetch_advance_[index] + 2;
-      if (tried_advance_[index] < advance) {
+      const int advance = 2 * active_.fetch_advance[index] + 2;
+      if (active_.tried_advance[index] < advance) {
         moves.push_back({index, Decision::kSpill, advance, Tried::kAdvance});
       }
     }
@@ -594,7 +729,8 @@ class HybridPlanner {
     // the fetches behind it.
     std::vector<size_t> spilled;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] == Decision::kSpill && !tried_rebuild_[i] && RecomputeAllowed(i, decisions))
+      if (decisions[i] == Decision::kSpill && !active_.tried_rebuild[i] &&
+          RecomputeAllowed(i, decisions))
         spilled.push_back(i);
     }
     std::stable_sort(spilled.begin(), spilled.end(), [&](size_t a, size_t b) {
@@ -611,7 +747,7 @@ class HybridPlanner {
     // fetched early enough to hide the copy on the ideal timeline.
     std::vector<size_t> rebuilt;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] == Decision::kRecompute && !tried_spill_[i]) rebuilt.push_back(i);
+      if (decisions[i] == Decision::kRecompute && !active_.tried_spill[i]) rebuilt.push_back(i);
     }
     std::stable_sort(rebuilt.begin(), rebuilt.end(), [&](size_t a, size_t b) {
       return candidates_[a].recompute_s > candidates_[b].recompute_s;
@@ -635,7 +771,7 @@ class HybridPlanner {
     // Bring back what costs most, if there is room for it now.
     std::vector<size_t> evicted;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] != Decision::kKeep && !tried_keep_[i]) evicted.push_back(i);
+      if (decisions[i] != Decision::kKeep && !active_.tried_keep[i]) evicted.push_back(i);
     }
     std::stable_sort(evicted.begin(), evicted.end(),
                      [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
@@ -669,20 +805,15 @@ class HybridPlanner {
   PlanningContext& context_;
   const HybridPolicy::Options options_;
   std::chrono::steady_clock::time_point start_;
-  int evaluations_at_start_ = 0;
   std::vector<Candidate> candidates_;
-  std::vector<int> index_of_value_;      // candidate index of each value, -1 if none
-  std::vector<int> recomputed_readers_;  // per candidate: recomputed tensors that read it
-  std::vector<bool> tried_rebuild_;      // per candidate: refinement tried rebuilding it
-  std::vector<bool> tried_keep_;         // per candidate: refinement tried keeping it
-  std::vector<bool> tried_spill_;        // per candidate: refinement tried spilling it
-  std::vector<int> tried_advance_;       // per candidate: the largest fetch advance tried
-  std::vector<int> fetch_advance_;       // extra steps of lead for a fetch that stalled
+  std::vector<int> index_of_value_;  // candidate index of each value, -1 if none
   double forward_s_ = 0;
   double backward_s_ = 0;
-  double d2h_load_ = 0;
-  double h2d_load_ = 0;
-  double lead_cap_s_ = -1;  // < 0: every fetch just in time
+  Refinement active_;  // the decisions being built or refined
+  // The candidate count at which the active refinement's slice of the race
+  // began and at which it ends (Advance).
+  int slice_start_ = 0;
+  int slice_end_ = std::numeric_limits<int>::max();
   bool hit_time_limit_ = false;
 };
 

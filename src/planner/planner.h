@@ -82,6 +82,16 @@ struct PlanResult {
   // stopped the refinement before it converged.
   std::string start;
   bool hit_time_limit = false;
+  // hybrid: how the refinement of each start that fitted fared in the race
+  // (docs/planner.md), in the order the starts were ranked before it.
+  struct Refinement {
+    std::string start;
+    double start_step_s = 0;  // the start's plan as per-tensor decisions express it
+    double step_s = 0;        // where its refinement stopped
+    int evaluations = 0;      // candidate plans it considered
+    bool finished = false;    // it ran to its end; false: it left the race behind the leader
+  };
+  std::vector<Refinement> race;
 };
 
 // Everything a policy needs, and the one way to try a plan.

@@ -116,6 +116,15 @@ struct HybridOptions {
   // fraction faster: moves that shave microseconds off a second-long step
   // each cost a full evaluation and together make no difference.
   double min_gain = 1e-4;
+  // The race between the refinements of the portfolio's starts: in its first
+  // round each refinement considers this many candidate plans, in each later
+  // round twice as many as in the one before (0: no race, every start is
+  // refined until it converges). After a round a refinement stays in the
+  // race if it holds the best plan, or if gaining this many times what it
+  // gained in that round would make it the best (infinity: every refinement
+  // runs to its end, taking turns).
+  int race_first_quota = 100;
+  double race_gain_credit = 1.0;
 };
 
 // Spillway's planner: a portfolio of starting plans (its own eviction by bytes

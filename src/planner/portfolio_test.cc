@@ -7,8 +7,10 @@
 //   - `hybrid`'s step time never grows when the budget does.
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "analysis/cost_model.h"
@@ -193,6 +195,65 @@ TEST(Portfolio, TheBoundsChangeNoDecision) {
     }
   }
   EXPECT_LT(laid_out_with, laid_out_without) << "the bounds rejected nothing";
+}
+
+PlanResult PlanHybrid(const ir::Graph& graph, const analysis::HardwareProfile& profile,
+                      PlannerOptions planner_options, HybridOptions options) {
+  const analysis::RooflineCostModel cost_model(profile);
+  PlanningContext context(graph, cost_model, profile, planner_options);
+  HybridPolicy hybrid(options);
+  absl::StatusOr<PlanResult> result = RunPolicy(hybrid, context);
+  EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+  if (!result.ok()) return PlanResult{};
+  return *std::move(result);
+}
+
+TEST(Portfolio, ARefinementAdvancedInSlicesEndsWhereOneRunAtOnceEnds) {
+  // The race stops a refinement after each slice of candidates and resumes
+  // it later. With a first quota of one candidate (then 2, 4, ...) every
+  // refinement is stopped and resumed many times, often in the middle of a
+  // list of moves. Every refinement that runs to its end in the race must
+  // end exactly where the same start's refinement ends without a race:
+  // the same step time after the same number of candidates. (An infinite
+  // credit keeps every refinement in the race until its end; one pass makes
+  // the path itself count.) And the default race must save candidates, or
+  // it prunes nothing.
+  int compared = 0;
+  int saved = 0;
+  for (const auto& [model, image] :
+       {std::pair<std::string, int64_t>{"resnet50", 128}, {"unet", 128}, {"deeplabv3plus", 128}}) {
+    const autodiff::TrainingGraph training = program::testing::TrainingModel(model, image);
+    for (const std::string preset : {"v100-16g-nvlink2", "v100-16g-pcie3"}) {
+      absl::StatusOr<analysis::HardwareProfile> profile = analysis::LoadHardwareProfile(preset);
+      ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+      const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
+      SCOPED_TRACE(fmt::format("{} on {} at {} bytes", model, preset, budget));
+      const PlannerOptions one_pass{.budget_bytes = budget, .max_refine_passes = 1};
+      const PlanResult at_once =
+          PlanHybrid(training.graph, *profile, one_pass, {.race_first_quota = 0});
+      const PlanResult sliced = PlanHybrid(
+          training.graph, *profile, one_pass,
+          {.race_first_quota = 1, .race_gain_credit = std::numeric_limits<double>::infinity()});
+      const PlanResult raced = PlanHybrid(training.graph, *profile, one_pass, {});
+      ASSERT_TRUE(at_once.feasible);
+      ASSERT_EQ(sliced.race.size(), at_once.race.size());
+      for (size_t i = 0; i < sliced.race.size(); ++i) {
+        const PlanResult::Refinement& alone = at_once.race[i];
+        const PlanResult::Refinement& resumed = sliced.race[i];
+        EXPECT_TRUE(alone.finished);
+        ASSERT_EQ(resumed.start, alone.start);
+        EXPECT_EQ(resumed.start_step_s, alone.start_step_s);
+        EXPECT_TRUE(resumed.finished);
+        ++compared;
+        EXPECT_EQ(resumed.step_s, alone.step_s) << resumed.start;
+        EXPECT_EQ(resumed.evaluations, alone.evaluations) << resumed.start;
+      }
+      if (raced.evaluations < at_once.evaluations) ++saved;
+      EXPECT_LE(raced.evaluations, at_once.evaluations);
+    }
+  }
+  EXPECT_GE(compared, 12) << "too few refinements ran to their end in slices";
+  EXPECT_GT(saved, 0) << "the race never saved a candidate";
 }
 
 INSTANTIATE_TEST_SUITE_P(SmallModels, Portfolio,
