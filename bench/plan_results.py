@@ -48,7 +48,9 @@ def gib(n):
     return f"{n / 2**30:.1f} GiB"
 
 
-def table(binary, hardware, budget_for):
+def table(binary, hardware, budget_for, results=None):
+    """The table for one machine; `results` (if given) collects each
+    workload's rows by policy."""
     lines = [
         "| workload | budget | policy | arena | step (s) | overhead vs none | speedup vs swap | "
         "to host | recompute | planning |",
@@ -58,6 +60,8 @@ def table(binary, hardware, budget_for):
         budget = budget_for(args)
         budget_args = ["--budget", str(budget)] if budget else []
         rows = run(binary, ["compare", *args, "--hardware", hardware, *budget_args])
+        if results is not None:
+            results[name] = {row["policy"]: row for row in rows}
         for row in rows:
             if row["policy"] == "none" and not row["feasible"]:
                 cells = [f"needs {gib(row['smallest_arena_bytes'])}", "-", "-", "-", "-", "-",
@@ -81,6 +85,31 @@ def table(binary, hardware, budget_for):
     return "\n".join(lines)
 
 
+def speedup(rows, policy, over):
+    """How much faster `policy`'s step is than `over`'s ('-' if either does not fit)."""
+    a, b = rows.get(policy), rows.get(over)
+    if not a or not b or not a["feasible"] or not b["feasible"]:
+        return "-"
+    return f"{100 * (b['step_time_s'] / a['step_time_s'] - 1):+.1f}%"
+
+
+def paper_table(results):
+    lines = [
+        "| workload | paper: hybrid over TFLMS | `hybrid-seed-lms` over `swap-lms` | "
+        "`hybrid-seed` over `swap` | `hybrid` over `swap-lms` | `hybrid` over `swap` | "
+        "`swap-lms` tuning |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, _ in WORKLOADS:
+        rows = results[name]
+        paper = PAPER_SPEEDUP[name.split(",")[0].split(" ")[0]]
+        lines.append(" | ".join([
+            f"| {name}", paper, speedup(rows, "hybrid-seed-lms", "swap-lms"),
+            speedup(rows, "hybrid-seed", "swap"), speedup(rows, "hybrid", "swap-lms"),
+            speedup(rows, "hybrid", "swap"), rows["swap-lms"].get("tuning", "-")]) + " |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default=str(ROOT / "build/release/src/cli/spillway"))
@@ -88,7 +117,8 @@ def main():
     options = parser.parse_args()
     binary = options.binary
     footprints = {tuple(args): footprint(binary, args) for _, args in WORKLOADS}
-    v100 = table(binary, "v100-16g-nvlink2", lambda args: None)
+    v100_results = {}
+    v100 = table(binary, "v100-16g-nvlink2", lambda args: None, v100_results)
     h200 = table(binary, "h200-141g-pcie5", lambda args: footprints[tuple(args)] // 4)
     today = datetime.date.today().isoformat()
     section = "\n".join([
@@ -96,6 +126,13 @@ def main():
         f"Generated {today} by `bench/plan_results.py` on {platform.node()} "
         f"({platform.machine()}, {platform.system()}); predicted by the simulator with the "
         "roofline cost model, not measured on a GPU.",
+        "",
+        "### The paper's comparison, on the V100 profile at 16 GB",
+        "",
+        "Speedups are step-time ratios (positive: faster); the paper's are measured, ours "
+        "predicted.",
+        "",
+        paper_table(v100_results),
         "",
         "### V100 16 GB with NVLink 2.0 (`v100-16g-nvlink2`, default budget)",
         "",

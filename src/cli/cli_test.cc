@@ -164,8 +164,9 @@ TEST(Cli, CompareJsonHasOneObjectPerPolicyWithTheDocumentedKeys) {
       Spillway("compare --model resnet18 --image 2048 --budget 1.25GiB --json");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   const nlohmann::json list = nlohmann::json::parse(run.out);
-  ASSERT_EQ(list.size(), 5u);
-  const char* const policies[] = {"none", "swap", "recompute", "hybrid-seed", "hybrid"};
+  ASSERT_EQ(list.size(), 7u);
+  const char* const policies[] = {
+      "none", "swap", "recompute", "swap-lms", "hybrid-seed", "hybrid-seed-lms", "hybrid"};
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& row = list[i];
     EXPECT_EQ(row["policy"], policies[i]);
@@ -178,9 +179,11 @@ TEST(Cli, CompareJsonHasOneObjectPerPolicyWithTheDocumentedKeys) {
   const int64_t budget = int64_t{5} << 28;
   EXPECT_GT(list[0]["arena_bytes"].get<int64_t>(), budget);
   // hybrid fits and its arena is within the budget.
-  EXPECT_TRUE(list[4]["feasible"].get<bool>());
-  EXPECT_LE(list[4]["arena_bytes"].get<int64_t>(), budget);
-  EXPECT_GE(list[4]["overhead"].get<double>(), 0.0);
+  EXPECT_TRUE(list[6]["feasible"].get<bool>());
+  EXPECT_LE(list[6]["arena_bytes"].get<int64_t>(), budget);
+  EXPECT_GE(list[6]["overhead"].get<double>(), 0.0);
+  // swap-lms names the setting TFLMS's tuning chose.
+  EXPECT_TRUE(list[3].contains("tuning"));
 }
 
 TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {

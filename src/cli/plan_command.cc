@@ -147,6 +147,7 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
       {"converged", !result.hit_time_limit},
   };
   if (!result.start.empty()) json["start"] = result.start;
+  if (!result.tuning.empty()) json["tuning"] = result.tuning;
   if (!result.race.empty()) {
     nlohmann::json& race = json["race"] = nlohmann::json::array();
     for (const planner::PlanResult::Refinement& refinement : result.race) {
@@ -171,6 +172,7 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
                  ? "; stopped by --time-limit before converging (the plan depends on this "
                    "machine's speed)"
                  : "");
+  if (!result.tuning.empty()) fmt::print(out, "Tuning       {}\n", result.tuning);
   if (result.race.empty()) return;
   std::vector<std::string> entries;
   for (const planner::PlanResult::Refinement& refinement : result.race) {
@@ -304,12 +306,12 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       return absl::OkStatus();
     }
     fmt::print(out, "{}\n", Header(*flags, *workload));
-    fmt::print(out, "{:<12} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}\n",
+    fmt::print(out, "{:<15} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}\n",
                "policy", "arena", "step (s)", "overhead", "vs swap", "stall (s)", "to host", "back",
                "recompute", "plan (s)");
     for (const planner::PlanResult& result : results) {
       if (!result.feasible) {
-        fmt::print(out, "{:<12} infeasible: needs at least {}\n", result.policy,
+        fmt::print(out, "{:<15} infeasible: needs at least {}\n", result.policy,
                    FormatBytes(result.smallest_arena_bytes));
         continue;
       }
@@ -317,7 +319,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       const std::string versus =
           swap.feasible ? Percent(swap.best.step_time_s() / s.step_time_s - 1.0) : "-";
       fmt::print(out,
-                 "{:<12} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}\n",
+                 "{:<15} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}\n",
                  result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
                  Percent(s.step_time_s / none.best.step_time_s() - 1.0), versus,
                  s.streams[0].stall_s, FormatBytes(s.d2h_bytes), FormatBytes(s.h2d_bytes),

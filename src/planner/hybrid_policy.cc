@@ -92,6 +92,9 @@ class HybridPlanner {
     ASSIGN_OR_RETURN(PlanResult seeded,
                      HybridSeedPolicy::RecomputeUnits(context_, std::move(swapped)));
     starts.push_back({"hybrid-seed", std::move(seeded.best)});
+    SwapLmsPolicy swap_lms;
+    ASSIGN_OR_RETURN(PlanResult lms, swap_lms.Run(context_));
+    starts.push_back({"swap-lms", std::move(lms.best)});
     RecomputePolicy recompute;
     ASSIGN_OR_RETURN(PlanResult recomputed, recompute.Run(context_));
     starts.push_back({"recompute", std::move(recomputed.best)});

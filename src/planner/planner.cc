@@ -206,7 +206,10 @@ const std::vector<PolicyEntry>& PolicyRegistry() {
       Entry<NonePolicy>("everything kept: the ideal step time and the arena the step needs"),
       Entry<SwapPolicy>("swap-only, by topological distance with a tuned lookahead"),
       Entry<RecomputePolicy>("recomputation only: sqrt(n), segment and chain-optimal checkpoints"),
+      Entry<SwapLmsPolicy>("TFLMS v2's graph editor, tuned by its own memory simulator"),
       Entry<HybridSeedPolicy>("the paper's heuristic: recompute units of the tuned swap plan"),
+      Entry<HybridSeedLmsPolicy>(
+          "the paper's heuristic from TFLMS's own swap plan, as the paper ran it"),
       Entry<HybridPolicy>("Spillway's planner: per-tensor decisions, simulator in the loop"),
   };
   return *registry;

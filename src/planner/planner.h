@@ -82,6 +82,9 @@ struct PlanResult {
   // stopped the refinement before it converged.
   std::string start;
   bool hit_time_limit = false;
+  // swap-lms and hybrid-seed-lms: the setting TFLMS's auto-tuning chose, in
+  // its own words ("threshold 37, ahead 4, sync_mode 0").
+  std::string tuning;
   // hybrid: how the refinement of each start that fitted fared in the race
   // (docs/planner.md), in the order the starts were ranked before it.
   struct Refinement {

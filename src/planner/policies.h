@@ -1,4 +1,4 @@
-// The five policies; docs/planner.md says what each must do, how it does it
+// The seven policies; docs/planner.md says what each must do, how it does it
 // and why.
 #pragma once
 
@@ -37,6 +37,100 @@ class SwapPolicy final : public Policy {
 
   // The plan for one setting, for tests and for hybrid-seed.
   static program::Plan PlanFor(const PlanningContext& context, int threshold, int ahead);
+
+ private:
+  Options options_;
+};
+
+// The options of SwapLmsPolicy: TFLMS v2's own constants.
+struct SwapLmsOptions {
+  // Its memory simulator's budget: (device memory - bytes of the trainable
+  // parameters) x this ratio (TFLMS reads TF_LMS_SIMULATOR_MEM_RATIO; 0.9).
+  // The planner's budget plays the device memory (TFLMS's autotune_gpu_mem).
+  double memory_ratio = 0.9;
+  // A swap-in's trigger is searched at most this many levels back (TFLMS: 10).
+  int trigger_search_levels = 10;
+};
+
+// A TFLMS v2 setting: what its auto-tuning chooses.
+struct LmsSetting {
+  // A tensor is swapped out if a consumer is more than this many levels after
+  // its producer; those consumers read it from its swap-in.
+  int threshold = 1;
+  // The swap-in is triggered by an op more than this many levels before the
+  // earliest of those consumers.
+  int ahead = 1;
+  // 0 asynchronous; 1 synchronous swap-out; 2 synchronous swap-in; 3 both.
+  int sync_mode = 0;
+};
+
+// TFLMS v2 (IBM's graph-editing Large Model Support for TensorFlow 1.x) as it
+// sees a training graph: topological levels, the tensors a setting swaps,
+// the op that triggers each swap-in, its memory simulator and its
+// auto-tuning, each as its documentation and code describe them
+// (docs/planner.md has the reading, and where Spillway's Plans depart).
+class LmsModel {
+ public:
+  explicit LmsModel(const PlanningContext& context, SwapLmsOptions options = {});
+
+  int levels() const { return levels_; }  // TFLMS's `size`: the highest level + 1
+  int level(ir::NodeId node) const { return level_[static_cast<size_t>(node)]; }
+  int64_t budget_bytes() const { return budget_bytes_; }
+
+  // The tensors a setting swaps out, in value order.
+  std::vector<ir::ValueId> Swapped(int threshold) const;
+  // The node whose completion triggers the swap-in of a swapped tensor, or
+  // kNoNode when the search finds none (the swap-in then runs just in time).
+  ir::NodeId Trigger(ir::ValueId value, const LmsSetting& setting) const;
+  // Whether TFLMS's memory simulator runs the step within its budget.
+  bool Fits(const LmsSetting& setting) const;
+
+  struct Tuning {
+    LmsSetting setting;
+    bool swaps = false;  // false: the graph fits unswapped, LMS stays off
+    bool fits = false;   // false: even threshold 1 with sync_mode 3 fails
+    int simulations = 0;
+  };
+  // TFLMS's auto-tuning: no swapping if that fits; else sync_mode raised from
+  // 0 until threshold 1 fits, the largest threshold by bisection, then (with
+  // asynchronous swap-ins) the largest `ahead` by bisection.
+  Tuning Tune() const;
+
+  // A setting as a Spillway Plan: each swapped tensor spilled and fetched
+  // after its trigger (just in time with synchronous swap-ins or no trigger).
+  program::Plan PlanFor(const LmsSetting& setting) const;
+
+ private:
+  struct Candidate {
+    ir::ValueId value = 0;
+    ir::NodeId producer = ir::kNoNode;
+    int64_t bytes = 0;
+    std::vector<ir::NodeId> consumers;  // every reader, by level
+  };
+  // The consumers more than `threshold` levels after the producer.
+  std::vector<ir::NodeId> Far(const Candidate& candidate, int threshold) const;
+  ir::NodeId SearchTrigger(const Candidate& candidate, ir::NodeId consumer, int ahead) const;
+
+  const PlanningContext& context_;
+  SwapLmsOptions options_;
+  std::vector<int> level_;
+  int levels_ = 0;
+  int64_t budget_bytes_ = 0;
+  std::vector<ir::NodeId> order_;               // level by level, schedule order within
+  std::vector<std::vector<ir::NodeId>> users_;  // readers of every value
+  std::vector<int> candidate_of_value_;         // -1: not a candidate
+  std::vector<Candidate> candidates_;
+};
+
+// TFLMS v2 as a policy: its auto-tuned setting, judged by its own simulator,
+// then rewritten, laid out and simulated like every other plan, so a plan
+// that TFLMS believes fits but whose arena does not is reported infeasible.
+class SwapLmsPolicy final : public Policy {
+ public:
+  using Options = SwapLmsOptions;
+  explicit SwapLmsPolicy(Options options = {}) : options_(options) {}
+  std::string_view name() const override { return "swap-lms"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
  private:
   Options options_;
@@ -105,6 +199,14 @@ class HybridSeedPolicy final : public Policy {
   static absl::StatusOr<PlanResult> RecomputeUnits(PlanningContext& context, PlanResult swap);
 };
 
+// The paper's heuristic as the paper ran it: the recompute units of
+// TFLMS's own swap plan (swap-lms) instead of Spillway's tuned swap plan.
+class HybridSeedLmsPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "hybrid-seed-lms"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+};
+
 // The options of HybridPolicy: the constants of its search, named, with their defaults.
 struct HybridOptions {
   // The cap on how early fetches may be issued is searched by this many
@@ -129,9 +231,10 @@ struct HybridOptions {
 
 // Spillway's planner: a portfolio of starting plans (its own eviction by bytes
 // saved per second of cost that cannot be hidden, and the plans of `swap`,
-// `hybrid-seed` and `recompute`), the best of them refined per tensor with
-// the simulator in the loop on what stalls the compute stream until no move
-// improves it. Never slower than any policy of the portfolio.
+// `swap-lms`, `hybrid-seed` and `recompute`), refined per tensor with the
+// simulator in the loop on what stalls the compute stream, the refinements
+// racing for candidates (HybridOptions). Never slower than any policy of the
+// portfolio.
 class HybridPolicy final : public Policy {
  public:
   using Options = HybridOptions;

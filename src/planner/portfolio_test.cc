@@ -2,8 +2,8 @@
 // hand-picked cases: on a small model of every built-in family, on every
 // hardware preset and at six budgets from the smallest arena any policy
 // reaches up to the arena of `none`,
-//   - `hybrid` fits whenever `swap`, `recompute` or `hybrid-seed` fits, and is
-//     never slower than any of them;
+//   - `hybrid` fits whenever `swap`, `swap-lms`, `recompute` or `hybrid-seed`
+//     fits, and is never slower than any of them;
 //   - `hybrid`'s step time never grows when the budget does.
 #include <chrono>
 #include <cstdint>
@@ -80,7 +80,7 @@ TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
       SCOPED_TRACE(fmt::format("{} on {} at {} bytes ({}/5 of the way from {} to {})",
                                GetParam().model, preset, budget, k, floor, none_arena));
       const PlanResult hybrid = Plan("hybrid", training.graph, *profile, budget);
-      for (std::string_view name : {"swap", "recompute", "hybrid-seed"}) {
+      for (std::string_view name : {"swap", "swap-lms", "recompute", "hybrid-seed"}) {
         const PlanResult baseline = Plan(name, training.graph, *profile, budget);
         if (!baseline.feasible) continue;
         EXPECT_TRUE(hybrid.feasible) << name << " fits and hybrid does not";
