@@ -224,7 +224,9 @@ CommandRunner AddPlanCommand(CLI::App& app) {
       "plan", "Plan one policy for a workload under a memory budget and predict its step time");
   auto flags = std::make_shared<PlanFlags>();
   AddPlanFlags(*command, *flags);
-  command->add_option("--policy", flags->policy, "none, swap, recompute, hybrid-seed or hybrid")
+  command
+      ->add_option("--policy", flags->policy,
+                   "The planning policy (docs/planner.md says what each does)")
       ->check(CLI::IsMember(planner::PolicyNames()))
       ->capture_default_str();
   command

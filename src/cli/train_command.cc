@@ -59,7 +59,9 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                   "Device memory for the step: bytes (64MiB, 1.5GiB, 67108864) or a share of "
                   "the profile's memory (60%); default: the profile's memory less its reserve")
       ->check(NotEmpty());
-  command.add_option("--policy", flags.policy, "none, swap, recompute, hybrid-seed or hybrid")
+  command
+      .add_option("--policy", flags.policy,
+                  "The planning policy (docs/planner.md says what each does)")
       ->check(CLI::IsMember(planner::PolicyNames()))
       ->capture_default_str();
   command.add_option("--steps", flags.steps, "Training steps to run (after the resumed ones)")

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "planner/policies.h"
 #include "support/check.h"
@@ -84,17 +85,17 @@ ir::NodeId LmsModel::SearchTrigger(const Candidate& candidate, ir::NodeId consum
   if (top - 1 < bottom) return ir::kNoNode;
   // Every op that reaches the consumer lies below it; walk back through the
   // producers of inputs, no lower than the window.
+  // The walk stays within the window's levels, so a set of what it saw
+  // costs that much, not the graph's size.
   std::vector<ir::NodeId> stack = {consumer};
-  std::vector<bool> seen(static_cast<size_t>(graph.num_nodes()), false);
-  seen[static_cast<size_t>(consumer)] = true;
+  absl::flat_hash_set<ir::NodeId> seen = {consumer};
   ir::NodeId best = ir::kNoNode;
   while (!stack.empty()) {
     const ir::NodeId node = stack.back();
     stack.pop_back();
     for (ir::ValueId input : graph.node(node).inputs) {
       const ir::NodeId producer = graph.value(input).producer;
-      if (producer == ir::kNoNode || seen[static_cast<size_t>(producer)]) continue;
-      seen[static_cast<size_t>(producer)] = true;
+      if (producer == ir::kNoNode || !seen.insert(producer).second) continue;
       if (level(producer) < bottom) continue;
       stack.push_back(producer);
       if (level(producer) >= top) continue;
