@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -65,7 +64,7 @@ struct Refinement {
 class HybridPlanner {
  public:
   HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options)
-      : context_(context), options_(options), start_(std::chrono::steady_clock::now()) {}
+      : context_(context), options_(options) {}
 
   // The portfolio: the plans of the heuristic policies (each as its own
   // policy makes it, with its default options) and hybrid's own eviction
@@ -91,6 +90,7 @@ class HybridPlanner {
     starts.push_back({"swap", swapped.best});
     ASSIGN_OR_RETURN(PlanResult seeded,
                      HybridSeedPolicy::RecomputeUnits(context_, std::move(swapped)));
+    hit_time_limit_ = hit_time_limit_ || seeded.hit_time_limit;
     starts.push_back({"hybrid-seed", std::move(seeded.best)});
     SwapLmsPolicy swap_lms;
     ASSIGN_OR_RETURN(PlanResult lms, swap_lms.Run(context_));
@@ -224,9 +224,6 @@ class HybridPlanner {
     return refinement;
   }
 
-  double Elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
   // Candidate plans the active refinement may still consider: what is left
   // of its slice of the race and of the evaluation cap (part of the
   // algorithm, the same on every machine).
@@ -245,7 +242,7 @@ class HybridPlanner {
   // is spent, or the wall-clock safety net (which is not the same on every
   // machine, and is recorded when it fires) has been reached.
   bool OutOfTime() {
-    if (Elapsed() > context_.options().time_limit_s) hit_time_limit_ = true;
+    if (context_.PastTimeLimit()) hit_time_limit_ = true;
     return hit_time_limit_ || Left() == 0;
   }
 
@@ -807,7 +804,6 @@ class HybridPlanner {
 
   PlanningContext& context_;
   const HybridPolicy::Options options_;
-  std::chrono::steady_clock::time_point start_;
   std::vector<Candidate> candidates_;
   std::vector<int> index_of_value_;  // candidate index of each value, -1 if none
   double forward_s_ = 0;

@@ -59,6 +59,12 @@ absl::StatusOr<PlanResult> HybridSeedPolicy::RecomputeUnits(PlanningContext& con
                                                             PlanResult result) {
   if (!context.Fits(result.best)) return result;  // the paper starts from a swap plan that fits
   for (const RecomputationUnit& unit : Units(context, result.best.plan)) {
+    // A trial per unit, each a whole step: on very deep graphs this is what
+    // the wall-clock safety net stops.
+    if (context.PastTimeLimit()) {
+      result.hit_time_limit = true;
+      break;
+    }
     program::Plan trial = result.best.plan;
     // As in TFLMS, a swapped-in tensor is fetched relative to its first
     // consumer; once the members are recomputed, that is their rebuild, which

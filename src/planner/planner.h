@@ -164,7 +164,18 @@ class PlanningContext {
 
   int evaluations() const { return evaluations_; }
   int laid_out() const { return laid_out_; }
-  void StartRun() { smallest_.reset(); }
+  // RunPolicy calls it as a policy starts: forgets the smallest arena and
+  // starts the clock of the wall-clock safety net.
+  void StartRun() {
+    smallest_.reset();
+    run_start_ = std::chrono::steady_clock::now();
+  }
+  // Whether the policy has run longer than PlannerOptions::time_limit_s (the
+  // safety net: a search that checks it stops early and says so).
+  bool PastTimeLimit() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count() >
+           options_.time_limit_s;
+  }
   const std::optional<Evaluation>& smallest() const { return smallest_; }
 
   bool Fits(const Evaluation& evaluation) const {
@@ -197,6 +208,7 @@ class PlanningContext {
   int evaluations_ = 0;
   int laid_out_ = 0;
   std::optional<Evaluation> smallest_;
+  std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();
 };
 
 class Policy {

@@ -195,9 +195,8 @@ TEST(ParseBudget, RejectsBudgetsThatAreNotPositiveSizesOrPercentages) {
 // MakePolicy and PolicyNames
 
 TEST(MakePolicy, EveryListedNameMakesThatPolicy) {
-  EXPECT_THAT(PolicyNames(),
-              ::testing::ElementsAre("none", "swap", "recompute", "swap-lms", "hybrid-seed",
-                                     "hybrid-seed-lms", "hybrid"));
+  EXPECT_THAT(PolicyNames(), ::testing::ElementsAre("none", "swap", "recompute", "swap-lms",
+                                                    "hybrid-seed", "hybrid-seed-lms", "hybrid"));
   for (const std::string& name : PolicyNames()) {
     absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
     ASSERT_TRUE(policy.ok()) << name << ": " << StatusMessage(policy.status());
@@ -785,6 +784,28 @@ TEST(HybridPolicy, ALimitOnCandidateProgramsMakesThePlanRepeatable) {
   for (const ir::Value& value : training.graph.values()) {
     EXPECT_EQ(runs[0].best.plan.decision(value.id), runs[1].best.plan.decision(value.id));
     EXPECT_EQ(runs[0].best.plan.at(value.id).fetch_step, runs[1].best.plan.at(value.id).fetch_step);
+  }
+}
+
+TEST(HybridPolicy, TheTimeLimitStopsThePortfolioToo) {
+  // The wall-clock safety net: with a limit already past when planning
+  // starts, hybrid-seed tries no unit and hybrid refines nothing, and both
+  // say so; each still returns its best plan so far (swap's, which fits),
+  // verified and within the budget.
+  const autodiff::TrainingGraph training = TrainingModel("resnet50", 1024);
+  Planning unbounded(training.graph, INT64_MAX);
+  const int64_t budget = RunOrDie("none", unbounded.context).best.arena_bytes() * 6 / 10;
+  for (std::string_view name : {"hybrid-seed", "hybrid"}) {
+    SCOPED_TRACE(name);
+    Planning planning(training.graph, budget, {.time_limit_s = 1e-9});
+    const PlanResult result = RunOrDie(name, planning.context);
+    EXPECT_TRUE(result.hit_time_limit);
+    EXPECT_TRUE(result.feasible);
+    EXPECT_LE(result.best.arena_bytes(), budget);
+    Planning free_run(training.graph, budget, {.time_limit_s = 1e9});
+    const PlanResult converged = RunOrDie(name, free_run.context);
+    EXPECT_FALSE(converged.hit_time_limit);
+    EXPECT_LT(result.evaluations, converged.evaluations);
   }
 }
 
