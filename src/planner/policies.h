@@ -110,6 +110,9 @@ class LmsModel {
   // The consumers more than `threshold` levels after the producer.
   std::vector<ir::NodeId> Far(const Candidate& candidate, int threshold) const;
   ir::NodeId SearchTrigger(const Candidate& candidate, ir::NodeId consumer, int ahead) const;
+  // The first node at or below `level` on the chain from `node` through each
+  // node's highest-level data input (kNoNode if the chain ends first).
+  ir::NodeId ChainAncestor(ir::NodeId node, int level) const;
 
   const PlanningContext& context_;
   SwapLmsOptions options_;
@@ -119,6 +122,9 @@ class LmsModel {
   std::vector<ir::NodeId> order_;               // level by level, schedule order within
   std::vector<std::vector<ir::NodeId>> users_;  // readers of every value
   std::vector<int> candidate_of_value_;         // -1: not a candidate
+  // jump_[k][n]: the node 2^k steps down n's chain of highest-level data
+  // inputs (kNoNode past its end), so a trigger search costs O(log levels).
+  std::vector<std::vector<ir::NodeId>> jump_;
   std::vector<Candidate> candidates_;
 };
 

@@ -5,7 +5,6 @@
 #include <limits>
 #include <optional>
 
-#include "absl/container/flat_hash_set.h"
 #include "fmt/format.h"
 #include "planner/policies.h"
 #include "support/check.h"
@@ -27,6 +26,31 @@ LmsModel::LmsModel(const PlanningContext& context, SwapLmsOptions options)
   order_ = context.schedule();
   std::stable_sort(order_.begin(), order_.end(),
                    [&](ir::NodeId a, ir::NodeId b) { return level(a) < level(b); });
+
+  // Each node's highest-level data input's producer (the first in the
+  // schedule on a tie), and its powers for the trigger search.
+  const size_t num_nodes = static_cast<size_t>(graph.num_nodes());
+  std::vector<ir::NodeId> parent(num_nodes, ir::kNoNode);
+  for (const ir::NodeId id : context.schedule()) {
+    ir::NodeId& best = parent[static_cast<size_t>(id)];
+    for (ir::ValueId input : graph.node(id).inputs) {
+      const ir::NodeId producer = graph.value(input).producer;
+      if (producer == ir::kNoNode) continue;
+      if (best == ir::kNoNode || level(producer) > level(best) ||
+          (level(producer) == level(best) && context.step_of(producer) < context.step_of(best))) {
+        best = producer;
+      }
+    }
+  }
+  jump_.push_back(std::move(parent));
+  for (int reach = 1; reach < levels_; reach *= 2) {
+    const std::vector<ir::NodeId>& half = jump_.back();
+    std::vector<ir::NodeId> next(num_nodes, ir::kNoNode);
+    for (size_t n = 0; n < num_nodes; ++n) {
+      if (half[n] != ir::kNoNode) next[n] = half[static_cast<size_t>(half[n])];
+    }
+    jump_.push_back(std::move(next));
+  }
 
   // Its budget: the device memory less the trainable variables, times the ratio.
   int64_t trainable = 0;
@@ -75,37 +99,30 @@ std::vector<ir::ValueId> LmsModel::Swapped(int threshold) const {
 // TFLMS's trigger search: from `ahead` + 1 levels before the consumer back
 // at most `trigger_search_levels` levels, never down to the producer's level,
 // the highest level holding an op from which the consumer can be reached
-// along data edges; of that level's such ops TFLMS takes an arbitrary one,
-// here the first in the schedule.
+// along data edges; of that level's such ops TFLMS takes an arbitrary one.
+// Every node is one level above its highest input, so walking down the chain
+// of highest-level data inputs meets every level until a control edge makes
+// a gap: the first chain node at or below the search's first level is such
+// an op at the highest level there is one (unless a gap drops it out of the
+// window), and it is the one taken here.
 ir::NodeId LmsModel::SearchTrigger(const Candidate& candidate, ir::NodeId consumer,
                                    int ahead) const {
-  const ir::Graph& graph = context_.graph();
-  const int top = level(consumer) - ahead;  // exclusive
-  const int bottom = std::max(top - options_.trigger_search_levels, level(candidate.producer) + 1);
-  if (top - 1 < bottom) return ir::kNoNode;
-  // Every op that reaches the consumer lies below it; walk back through the
-  // producers of inputs, no lower than the window.
-  // The walk stays within the window's levels, so a set of what it saw
-  // costs that much, not the graph's size.
-  std::vector<ir::NodeId> stack = {consumer};
-  absl::flat_hash_set<ir::NodeId> seen = {consumer};
-  ir::NodeId best = ir::kNoNode;
-  while (!stack.empty()) {
-    const ir::NodeId node = stack.back();
-    stack.pop_back();
-    for (ir::ValueId input : graph.node(node).inputs) {
-      const ir::NodeId producer = graph.value(input).producer;
-      if (producer == ir::kNoNode || !seen.insert(producer).second) continue;
-      if (level(producer) < bottom) continue;
-      stack.push_back(producer);
-      if (level(producer) >= top) continue;
-      if (best == ir::kNoNode || level(producer) > level(best) ||
-          (level(producer) == level(best) && context_.step_of(producer) < context_.step_of(best))) {
-        best = producer;
-      }
-    }
+  const int top = level(consumer) - ahead - 1;  // the first level searched
+  const int bottom =
+      std::max(top + 1 - options_.trigger_search_levels, level(candidate.producer) + 1);
+  if (top < bottom) return ir::kNoNode;
+  const ir::NodeId found = ChainAncestor(consumer, top);
+  return found != ir::kNoNode && level(found) >= bottom ? found : ir::kNoNode;
+}
+
+ir::NodeId LmsModel::ChainAncestor(ir::NodeId node, int at_or_below) const {
+  if (level(node) <= at_or_below) return node;
+  // Levels fall along the chain: jump while still above, then one step.
+  for (size_t k = jump_.size(); k-- > 0;) {
+    const ir::NodeId next = jump_[k][static_cast<size_t>(node)];
+    if (next != ir::kNoNode && level(next) > at_or_below) node = next;
   }
-  return best;
+  return jump_[0][static_cast<size_t>(node)];
 }
 
 ir::NodeId LmsModel::Trigger(ir::ValueId value, const LmsSetting& setting) const {
