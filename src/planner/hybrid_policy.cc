@@ -52,6 +52,7 @@ struct Refinement {
   double d2h_load = 0;
   double h2d_load = 0;
   double lead_cap_s = -1;             // < 0: every fetch just in time
+  double loaded_s = 0;                // the step of the start as these decisions express it
   std::optional<Evaluation> current;  // the plan as refined so far
   int evaluations = 0;                // candidate plans its refinement has considered
   int passes = 0;                     // passes completed
@@ -116,14 +117,10 @@ class HybridPlanner {
       // still competes as it was.
       if (fits) refinements.push_back(std::move(active_));
     }
-    std::vector<double> loaded_s;
-    for (const Refinement& refinement : refinements)
-      loaded_s.push_back(refinement.current->step_time_s());
     RETURN_IF_ERROR(Race(refinements));
-    for (size_t i = 0; i < refinements.size(); ++i) {
-      const Refinement& refinement = refinements[i];
+    for (const Refinement& refinement : refinements) {
       result.race.push_back({.start = refinement.start,
-                             .start_step_s = loaded_s[i],
+                             .start_step_s = refinement.loaded_s,
                              .step_s = refinement.current->step_time_s(),
                              .evaluations = refinement.evaluations,
                              .finished = refinement.done});
@@ -158,6 +155,7 @@ class HybridPlanner {
     }
     ASSIGN_OR_RETURN(Evaluation loaded, Evaluate(decisions));
     if (!context_.Fits(loaded)) return false;
+    active_.loaded_s = loaded.step_time_s();
     active_.current = std::move(loaded);
     return true;
   }
@@ -228,16 +226,17 @@ class HybridPlanner {
   // of its slice of the race and of the evaluation cap (part of the
   // algorithm, the same on every machine).
   int Left() const {
-    const int used = context_.evaluations() - slice_start_;
     int left = slice_end_ - context_.evaluations();
     const int limit = context_.options().max_evaluations;
-    if (limit > 0) left = std::min(left, limit - (active_.evaluations + used));
+    if (limit > 0) left = std::min(left, limit - Considered());
     return std::max(0, left);
   }
   bool CapReached() const {
     const int limit = context_.options().max_evaluations;
-    return limit > 0 && active_.evaluations + (context_.evaluations() - slice_start_) >= limit;
+    return limit > 0 && Considered() >= limit;
   }
+  // Candidate plans the active refinement has considered, this slice included.
+  int Considered() const { return active_.evaluations + (context_.evaluations() - slice_start_); }
   // The refinement's stopping rule besides convergence: its slice or its cap
   // is spent, or the wall-clock safety net (which is not the same on every
   // machine, and is recorded when it fires) has been reached.
@@ -406,7 +405,7 @@ class HybridPlanner {
   // The plan for a set of decisions, with every fetch issued as late as the
   // h2d queue allows on the ideal timeline: walking back from the last
   // deadline, each copy ends by its reader's start and before the next copy
-  // in the queue begins. A copy starts at most `active_.lead_cap_s` earlier than its
+  // in the queue begins. A copy starts at most the lead cap earlier than its
   // own deadline needs: a saturated queue would otherwise pull fetches far
   // ahead and hold their bytes (the cap is searched once the plan fits).
   program::Plan MakePlan(const std::vector<Decision>& decisions,

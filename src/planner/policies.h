@@ -89,7 +89,6 @@ class LmsModel {
     LmsSetting setting;
     bool swaps = false;  // false: the graph fits unswapped, LMS stays off
     bool fits = false;   // false: even threshold 1 with sync_mode 3 fails
-    int simulations = 0;
   };
   // TFLMS's auto-tuning: no swapping if that fits; else sync_mode raised from
   // 0 until threshold 1 fits, the largest threshold by bisection, then (with
@@ -104,11 +103,13 @@ class LmsModel {
   struct Candidate {
     ir::ValueId value = 0;
     ir::NodeId producer = ir::kNoNode;
-    int64_t bytes = 0;
     std::vector<ir::NodeId> consumers;  // every reader, by level
   };
   // The consumers more than `threshold` levels after the producer.
   std::vector<ir::NodeId> Far(const Candidate& candidate, int threshold) const;
+  // Trigger's work, for a tensor whose far consumers are known (not empty).
+  ir::NodeId TriggerOf(const Candidate& candidate, const std::vector<ir::NodeId>& far,
+                       const LmsSetting& setting) const;
   ir::NodeId SearchTrigger(const Candidate& candidate, ir::NodeId consumer, int ahead) const;
   // The first node at or below `level` on the chain from `node` through each
   // node's highest-level data input (kNoNode if the chain ends first).

@@ -71,7 +71,6 @@ LmsModel::LmsModel(const PlanningContext& context, SwapLmsOptions options)
     Candidate candidate;
     candidate.value = saved.value;
     candidate.producer = value.producer;
-    candidate.bytes = saved.bytes;
     candidate.consumers = users_[static_cast<size_t>(saved.value)];
     std::stable_sort(candidate.consumers.begin(), candidate.consumers.end(),
                      [&](ir::NodeId a, ir::NodeId b) { return level(a) < level(b); });
@@ -131,6 +130,11 @@ ir::NodeId LmsModel::Trigger(ir::ValueId value, const LmsSetting& setting) const
   const Candidate& candidate = candidates_[static_cast<size_t>(index)];
   const std::vector<ir::NodeId> far = Far(candidate, setting.threshold);
   SPILLWAY_CHECK(!far.empty(), "only swapped tensors have swap-ins");
+  return TriggerOf(candidate, far, setting);
+}
+
+ir::NodeId LmsModel::TriggerOf(const Candidate& candidate, const std::vector<ir::NodeId>& far,
+                               const LmsSetting& setting) const {
   const ir::NodeId reference = far.front();  // the earliest consumer of the swap-in
   const bool synchronous = setting.sync_mode >= 2;
   if (!synchronous) {
@@ -173,7 +177,7 @@ bool LmsModel::Fits(const LmsSetting& setting) const {
         keeper[v] = consumer;
       }
     }
-    const ir::NodeId trigger = Trigger(candidate.value, setting);
+    const ir::NodeId trigger = TriggerOf(candidate, far_consumers, setting);
     if (trigger != ir::kNoNode) {
       swap_ins_after[static_cast<size_t>(trigger)].push_back(candidate.value);
     } else {
@@ -272,14 +276,10 @@ bool LmsModel::Fits(const LmsSetting& setting) const {
 
 LmsModel::Tuning LmsModel::Tune() const {
   Tuning tuning;
-  auto fits = [&](const LmsSetting& setting) {
-    ++tuning.simulations;
-    return Fits(setting);
-  };
-  // Bisection for the largest passing value in [1, levels], from a value
-  // known to pass: TFLMS's own, which assumes that passing is monotone.
-  auto largest = [&](int start, auto&& passes) {
-    int best = start;
+  // Bisection for the largest passing value in [1, levels], 1 being known to
+  // pass: TFLMS's own, which assumes that passing is monotone.
+  auto largest = [&](auto&& passes) {
+    int best = 1;
     int low = 1;
     int high = levels_;
     while (low <= high) {
@@ -294,7 +294,7 @@ LmsModel::Tuning LmsModel::Tune() const {
     return best;
   };
   // Nothing swapped: a threshold of every level.
-  if (fits({.threshold = levels_, .ahead = 1, .sync_mode = 0})) {
+  if (Fits({.threshold = levels_, .ahead = 1, .sync_mode = 0})) {
     tuning.setting = {.threshold = levels_, .ahead = 1, .sync_mode = 0};
     tuning.fits = true;
     return tuning;
@@ -302,7 +302,7 @@ LmsModel::Tuning LmsModel::Tune() const {
   tuning.swaps = true;
   // The smallest threshold swaps the most; raise sync_mode until it fits.
   LmsSetting setting{.threshold = 1, .ahead = 1, .sync_mode = 0};
-  while (!fits(setting)) {
+  while (!Fits(setting)) {
     if (setting.sync_mode == 3) {
       tuning.setting = setting;  // nothing fits: TFLMS gives up here
       return tuning;
@@ -310,13 +310,13 @@ LmsModel::Tuning LmsModel::Tune() const {
     ++setting.sync_mode;
   }
   tuning.fits = true;
-  setting.threshold = largest(1, [&](int threshold) {
-    return fits({.threshold = threshold, .ahead = 1, .sync_mode = setting.sync_mode});
+  setting.threshold = largest([&](int threshold) {
+    return Fits({.threshold = threshold, .ahead = 1, .sync_mode = setting.sync_mode});
   });
   // With synchronous swap-ins there is no lookahead to tune.
   if (setting.sync_mode < 2) {
-    setting.ahead = largest(1, [&](int ahead) {
-      return fits({.threshold = setting.threshold, .ahead = ahead, .sync_mode = setting.sync_mode});
+    setting.ahead = largest([&](int ahead) {
+      return Fits({.threshold = setting.threshold, .ahead = ahead, .sync_mode = setting.sync_mode});
     });
   }
   tuning.setting = setting;
@@ -325,12 +325,15 @@ LmsModel::Tuning LmsModel::Tune() const {
 
 program::Plan LmsModel::PlanFor(const LmsSetting& setting) const {
   program::Plan plan = context_.KeepAll("swap-lms");
-  for (ir::ValueId value : Swapped(setting.threshold)) {
+  for (const Candidate& candidate : candidates_) {
+    const std::vector<ir::NodeId> far = Far(candidate, setting.threshold);
+    if (far.empty()) continue;
     // The fetch is issued when the trigger has run; synchronous swap-ins,
     // and swap-ins without a trigger, just in time. Spillway keeps the device
     // copy until its last forward reader, so the fetch comes after that.
+    const ir::ValueId value = candidate.value;
     int fetch_step = -1;
-    const ir::NodeId trigger = Trigger(value, setting);
+    const ir::NodeId trigger = TriggerOf(candidate, far, setting);
     if (setting.sync_mode < 2 && trigger != ir::kNoNode) {
       fetch_step = std::max(context_.step_of(trigger) + 1, context_.last_forward_read(value) + 1);
       if (fetch_step >= context_.first_backward_read(value)) fetch_step = -1;

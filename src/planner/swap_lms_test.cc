@@ -208,6 +208,14 @@ TEST(SwapLms, ThePolicyNamesItsSettingAndTheSpillwayArenaJudgesIt) {
   EXPECT_GT(result->best.plan.Count(program::Decision::kSpill), 0);
   // Whatever TFLMS believed, feasibility is Spillway's arena against the budget.
   EXPECT_EQ(result->feasible, result->best.arena_bytes() <= none_arena / 2);
+  // And what it evaluated is the plan of the setting TFLMS's tuning chose.
+  const LmsModel model(half);
+  const program::Plan tuned = model.PlanFor(model.Tune().setting);
+  for (const ir::Value& value : training.graph.values()) {
+    EXPECT_EQ(result->best.plan.decision(value.id), tuned.decision(value.id)) << value.name;
+    EXPECT_EQ(result->best.plan.at(value.id).fetch_step, tuned.at(value.id).fetch_step)
+        << value.name;
+  }
 }
 
 }  // namespace
