@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "fmt/ostream.h"
 #include "nlohmann/json.hpp"
 #include "planner/planner.h"
+#include "planner/policies.h"
 #include "sim/chrome_trace.h"
 #include "sim/memory_plot.h"
 #include "support/file_io.h"
@@ -42,6 +44,7 @@ struct PlanFlags {
   std::string memory_plot_path;
   std::string program_path;
   bool json = false;
+  planner::OptimalOptions optimal;  // plan --policy optimal only
 };
 
 void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
@@ -105,14 +108,18 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
   return workload;
 }
 
+absl::StatusOr<planner::PlanResult> Run(planner::Policy& policy, PlanningWorkload& workload,
+                                        std::string label) {
+  workload.progress.Begin(std::move(label), workload.context->evaluations());
+  absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(policy, *workload.context);
+  workload.progress.Clear();
+  return result;
+}
+
 absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name, PlanningWorkload& workload,
                                              std::string label = "") {
   ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(name));
-  workload.progress.Begin(label.empty() ? std::string(name) : std::move(label),
-                          workload.context->evaluations());
-  absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(*policy, *workload.context);
-  workload.progress.Clear();
-  return result;
+  return Run(*policy, workload, label.empty() ? std::string(name) : std::move(label));
 }
 
 std::string Header(const PlanFlags& flags, const PlanningWorkload& workload) {
@@ -158,10 +165,62 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
                       {"finished", refinement.finished}});
     }
   }
+  if (result.bound.has_value()) {
+    const planner::PlanResult::Bound& bound = *result.bound;
+    nlohmann::json entry = {{"solved", bound.solved},
+                            {"solve_s", bound.solve_s},
+                            {"columns", bound.columns},
+                            {"rows", bound.rows},
+                            {"returned", bound.returned}};
+    // An infinite bound (nothing fits) is not a JSON number: null.
+    if (std::isfinite(bound.step_s)) {
+      entry["step_time_s"] = bound.step_s;
+      if (result.feasible) entry["gap"] = simulation.step_time_s / bound.step_s - 1.0;
+    } else {
+      entry["step_time_s"] = nullptr;
+    }
+    if (bound.relaxation_plan) {
+      entry["relaxation_plan"] = {{"step_time_s", bound.relaxation_plan_step_s},
+                                  {"arena_bytes", bound.relaxation_plan_arena_bytes},
+                                  {"fits", bound.relaxation_plan_fits}};
+    }
+    json["lower_bound"] = std::move(entry);
+  }
   if (swap != nullptr && swap->feasible && result.feasible) {
     json["speedup_over_swap"] = swap->best.step_time_s() / simulation.step_time_s - 1.0;
   }
   return json;
+}
+
+std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
+
+// What the exact policy proved, and what its own plan turned out to be.
+void PrintBound(std::ostream& out, const planner::PlanResult& result) {
+  const planner::PlanResult::Bound& bound = *result.bound;
+  const std::string how =
+      fmt::format("{} by CBC in {:.2f} s, {} columns, {} rows",
+                  bound.solved ? "proven" : "best proven before --solver-time-limit stopped it",
+                  bound.solve_s, bound.columns, bound.rows);
+  if (!std::isfinite(bound.step_s)) {
+    fmt::print(out, "Bound        no plan fits this budget ({})\n", how);
+    return;
+  }
+  fmt::print(out, "Bound        no plan that fits steps faster than {:.4g} s ({})\n", bound.step_s,
+             how);
+  if (result.feasible) {
+    fmt::print(out, "Gap          this plan is within {} of that bound\n",
+               Percent(result.best.step_time_s() / bound.step_s - 1.0));
+  }
+  if (bound.relaxation_plan) {
+    fmt::print(out,
+               "Relaxation   its optimum's plan: {:.4g} s, arena {} ({}); returned {}'s plan\n",
+               bound.relaxation_plan_step_s, FormatBytes(bound.relaxation_plan_arena_bytes),
+               bound.relaxation_plan_fits ? "fits after layout" : "does not fit after layout",
+               bound.returned);
+  } else {
+    fmt::print(out, "Relaxation   the solver found no solution in time; returned {}'s plan\n",
+               bound.returned);
+  }
 }
 
 void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
@@ -173,6 +232,7 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
                    "machine's speed)"
                  : "");
   if (!result.tuning.empty()) fmt::print(out, "Tuning       {}\n", result.tuning);
+  if (result.bound.has_value()) PrintBound(out, result);
   if (result.race.empty()) return;
   std::vector<std::string> entries;
   for (const planner::PlanResult::Refinement& refinement : result.race) {
@@ -182,8 +242,6 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
   }
   fmt::print(out, "Race         {}\n", fmt::join(entries, "; "));
 }
-
-std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
 
 void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload& workload,
                const planner::PlanResult& result, const planner::PlanResult& none) {
@@ -227,8 +285,19 @@ CommandRunner AddPlanCommand(CLI::App& app) {
   command
       ->add_option("--policy", flags->policy,
                    "The planning policy (docs/planner.md says what each does)")
-      ->check(CLI::IsMember(planner::PolicyNames()))
+      ->check(CLI::IsMember(planner::PolicyNames(/*with_exact=*/true)))
       ->capture_default_str();
+  command
+      ->add_option("--solver-time-limit", flags->optimal.solver_time_limit_s,
+                   "--policy optimal: stop the integer program's solver after this many seconds "
+                   "(the plan and bound found so far are kept, and the result says so)")
+      ->check(Number(kPositiveNumber))
+      ->capture_default_str();
+  command
+      ->add_option("--write-model", flags->optimal.model_path,
+                   "--policy optimal: also write its integer program to this file, in LP form "
+                   "(*.lp) or MPS form (*.mps), for other solvers")
+      ->check(NotEmpty());
   command
       ->add_option("--trace", flags->trace_path,
                    "Write the simulated step as a Chrome trace (open in Perfetto)")
@@ -251,9 +320,29 @@ CommandRunner AddPlanCommand(CLI::App& app) {
     for (const auto& [path, what] : outputs) {
       if (!path.empty()) RETURN_IF_ERROR(CheckOutputPath(path, what));
     }
+    const bool optimal = flags->policy == "optimal";
+    for (const char* option : {"--solver-time-limit", "--write-model"}) {
+      if (!optimal && command->count(option) > 0) {
+        return absl::InvalidArgumentError(
+            fmt::format("{} applies to --policy optimal only", option));
+      }
+    }
+    if (const std::string& model = flags->optimal.model_path; !model.empty()) {
+      if (!model.ends_with(".lp") && !model.ends_with(".mps")) {
+        return absl::InvalidArgumentError(fmt::format(
+            "--write-model '{}': name the file *.lp (LP form) or *.mps (MPS form)", model));
+      }
+      RETURN_IF_ERROR(CheckOutputPath(model, "model"));
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload));
-    ASSIGN_OR_RETURN(planner::PlanResult result, RunNamed(flags->policy, *workload));
+    std::unique_ptr<planner::Policy> policy;
+    if (optimal) {
+      policy = std::make_unique<planner::OptimalPolicy>(flags->optimal);
+    } else {
+      ASSIGN_OR_RETURN(policy, planner::MakePolicy(flags->policy));
+    }
+    ASSIGN_OR_RETURN(planner::PlanResult result, Run(*policy, *workload, flags->policy));
     const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
     OutputFiles files;
     if (!flags->trace_path.empty()) {

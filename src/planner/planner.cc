@@ -195,9 +195,9 @@ bool Better(const Evaluation& a, const Evaluation& b, int64_t budget_bytes) {
 
 namespace {
 template <typename P>
-PolicyEntry Entry(std::string summary) {
+PolicyEntry Entry(std::string summary, bool exact = false) {
   auto make = []() -> std::unique_ptr<Policy> { return std::make_unique<P>(); };
-  return PolicyEntry{std::string(P().name()), std::move(summary), make};
+  return PolicyEntry{std::string(P().name()), std::move(summary), make, exact};
 }
 }  // namespace
 
@@ -211,13 +211,17 @@ const std::vector<PolicyEntry>& PolicyRegistry() {
       Entry<HybridSeedLmsPolicy>(
           "the paper's heuristic from TFLMS's own swap plan, as the paper ran it"),
       Entry<HybridPolicy>("Spillway's planner: per-tensor decisions, simulator in the loop"),
+      Entry<OptimalPolicy>("the ruler: an integer program (CBC), its proven bound and its plan",
+                           /*exact=*/true),
   };
   return *registry;
 }
 
-std::vector<std::string> PolicyNames() {
+std::vector<std::string> PolicyNames(bool with_exact) {
   std::vector<std::string> names;
-  for (const PolicyEntry& entry : PolicyRegistry()) names.push_back(entry.name);
+  for (const PolicyEntry& entry : PolicyRegistry()) {
+    if (with_exact || !entry.exact) names.push_back(entry.name);
+  }
   return names;
 }
 
@@ -226,7 +230,7 @@ absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name) {
     if (entry.name == name) return entry.make();
   }
   return absl::NotFoundError(fmt::format("unknown policy '{}'; the policies are: {}", name,
-                                         fmt::join(PolicyNames(), ", ")));
+                                         fmt::join(PolicyNames(/*with_exact=*/true), ", ")));
 }
 
 absl::Status ValidatePlannerOptions(const PlannerOptions& options) {

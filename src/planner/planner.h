@@ -95,6 +95,24 @@ struct PlanResult {
     bool finished = false;    // it ran to its end; false: it left the race behind the leader
   };
   std::vector<Refinement> race;
+  // optimal: what the integer program proved (docs/planner.md).
+  struct Bound {
+    // No plan that fits the budget has a faster step: the solver's proven
+    // bound on its relaxation of the step.
+    double step_s = 0;
+    bool solved = false;  // the solver closed its search; false: its time limit stopped it
+    double solve_s = 0;
+    int columns = 0;
+    int rows = 0;
+    // The plan the relaxation's best solution describes, simulated; the
+    // result is the faster of it and hybrid's plan ("relaxation" or "hybrid").
+    bool relaxation_plan = false;  // the solver found a solution at all
+    double relaxation_plan_step_s = 0;
+    int64_t relaxation_plan_arena_bytes = 0;
+    bool relaxation_plan_fits = false;
+    std::string returned;
+  };
+  std::optional<Bound> bound;
 };
 
 // Everything a policy needs, and the one way to try a plan.
@@ -227,11 +245,15 @@ struct PolicyEntry {
   std::string name;
   std::string summary;  // one line
   std::function<std::unique_ptr<Policy>()> make;
+  // An exact solver: the ruler the heuristics are measured by. `compare`,
+  // `train` and the portfolio's tests run the heuristics only.
+  bool exact = false;
 };
 const std::vector<PolicyEntry>& PolicyRegistry();
 
-// The registry's names: "none", "swap", "recompute", "hybrid-seed", "hybrid".
-std::vector<std::string> PolicyNames();
+// The registry's names, the heuristics' ("none", "swap", ... "hybrid") and,
+// with `with_exact`, the exact solvers' after them ("optimal").
+std::vector<std::string> PolicyNames(bool with_exact = false);
 // The named policy with its default options; NotFound listing the names.
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 

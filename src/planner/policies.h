@@ -1,8 +1,10 @@
-// The seven policies; docs/planner.md says what each must do, how it does it
-// and why.
+// The policies (seven heuristics and the exact one); docs/planner.md says what each must do, how it
+// does it and why.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "planner/chain_checkpointing.h"
@@ -247,6 +249,34 @@ class HybridPolicy final : public Policy {
   using Options = HybridOptions;
   explicit HybridPolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "hybrid"; }
+  absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
+
+ private:
+  Options options_;
+};
+
+// The options of OptimalPolicy.
+struct OptimalOptions {
+  // Stops the solver (not the hybrid planner, which PlannerOptions bounds):
+  // the result then says so and keeps the best plan and bound found.
+  double solver_time_limit_s = 60;
+  // Solve from hybrid's plan: it is the solver's first incumbent, and the
+  // result if the relaxation's own plan is slower or does not fit.
+  bool start_from_hybrid = true;
+  // Also write the integer program here (.lp or .mps), for other solvers.
+  std::string model_path;
+};
+
+// The ruler, not a member of the portfolio: an integer program over every
+// tensor's decision (StepRelaxation) solved by CBC. It proves a lower bound on
+// the step of every plan that fits, simulates the plan its optimum describes,
+// and returns the faster of that plan and hybrid's, with the bound
+// (PlanResult::bound). Graphs past the program's limits are refused.
+class OptimalPolicy final : public Policy {
+ public:
+  using Options = OptimalOptions;
+  explicit OptimalPolicy(Options options = {}) : options_(std::move(options)) {}
+  std::string_view name() const override { return "optimal"; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
  private:

@@ -1,0 +1,95 @@
+// optimal: the integer program of StepRelaxation, solved by CBC from hybrid's
+// plan. docs/planner.md has the model and why its bound holds.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "planner/linear_program.h"
+#include "planner/policies.h"
+#include "planner/step_relaxation.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+// A point that a plan maps to is feasible by the relaxation's argument; one
+// that is not means the model and the rewriter or simulator disagree, and the
+// bound would not hold: an internal error, never a silent wrong bound.
+constexpr double kPointTolerance = 1e-6;  // in the program's units (us, KiB)
+
+}  // namespace
+
+absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
+  if (!HaveMilpSolver()) {
+    return absl::FailedPreconditionError(
+        "the optimal policy needs CBC, which this build was configured without: install "
+        "coinor-libcbc-dev (scripts/install-deps.sh) and configure again");
+  }
+  ASSIGN_OR_RETURN(const StepRelaxation relaxation, StepRelaxation::Build(context));
+  const LinearProgram& program = relaxation.program();
+  if (!options_.model_path.empty()) RETURN_IF_ERROR(WriteMilp(program, options_.model_path));
+
+  std::optional<Evaluation> hybrid;
+  SolverOptions solver;
+  solver.time_limit_s = options_.solver_time_limit_s;
+  if (options_.start_from_hybrid) {
+    HybridPolicy policy;
+    ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
+    if (context.Fits(result.best)) {
+      std::vector<double> start = relaxation.PointOf(result.best);
+      std::string worst;
+      const double violation = program.MaxViolation(start, &worst);
+      if (violation > kPointTolerance) {
+        return absl::InternalError(fmt::format(
+            "hybrid's plan breaks the relaxation's constraint '{}' by {:.3g}: the bound would "
+            "not hold",
+            worst, violation));
+      }
+      solver.start = std::move(start);
+      hybrid = std::move(result.best);
+    }
+  }
+
+  ASSIGN_OR_RETURN(const SolverResult solved, SolveMilp(program, solver));
+  PlanResult result;
+  PlanResult::Bound bound;
+  bound.solved = solved.status == SolverResult::Status::kOptimal ||
+                 solved.status == SolverResult::Status::kInfeasible;
+  bound.step_s = solved.status == SolverResult::Status::kInfeasible
+                     ? kInfinity
+                     : StepRelaxation::Seconds(solved.bound);
+  bound.solve_s = solved.seconds;
+  bound.columns = static_cast<int>(program.columns().size());
+  bound.rows = static_cast<int>(program.rows().size());
+  result.hit_time_limit = !bound.solved;
+
+  std::optional<Evaluation> own;
+  if (!solved.point.empty()) {
+    ASSIGN_OR_RETURN(Evaluation evaluation, context.Evaluate(relaxation.PlanOf(solved.point)));
+    bound.relaxation_plan = true;
+    bound.relaxation_plan_step_s = evaluation.step_time_s();
+    bound.relaxation_plan_arena_bytes = evaluation.arena_bytes();
+    bound.relaxation_plan_fits = context.Fits(evaluation);
+    own = std::move(evaluation);
+  }
+  if (own.has_value() && (!hybrid.has_value() || Better(*own, *hybrid, context.budget_bytes()))) {
+    result.best = std::move(*own);
+    bound.returned = "relaxation";
+  } else if (hybrid.has_value()) {
+    result.best = std::move(*hybrid);
+    bound.returned = "hybrid";
+  } else {
+    // Nothing fits, or the solver stopped before any solution: the smallest
+    // arena seen, as every policy reports an infeasible budget.
+    ASSIGN_OR_RETURN(result.best, context.Evaluate(context.KeepAll("optimal")));
+    if (context.smallest().has_value()) result.best = *context.smallest();
+    bound.returned = "none";
+  }
+  result.bound = std::move(bound);
+  return result;
+}
+
+}  // namespace spillway::planner

@@ -1,0 +1,227 @@
+// The exact policy: its integer program is a relaxation of the rewriter, the
+// arena and the simulator, so every plan that fits maps to a feasible point
+// of it with the plan's step as objective (checked on every plan of a small
+// graph, and on the heuristics' plans of small models), and its proven bound
+// is at most the best plan found by enumerating them all.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "analysis/cost_model.h"
+#include "analysis/hardware.h"
+#include "fmt/format.h"
+#include "planner/linear_program.h"
+#include "planner/planner.h"
+#include "planner/policies.h"
+#include "planner/step_relaxation.h"
+#include "program/test_graphs.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+using program::testing::ParseOrDie;
+using program::testing::TrainingModel;
+
+// Five relus of 2 MiB each and their backward pass: large enough that a copy
+// takes longer than a kernel, so spilling stalls and the bound's windows bind.
+constexpr std::string_view kLadder = R"(graph ladder {
+  param %w: f32[512,1024]
+  %x1: f32[512,1024] = relu(%w)
+  %x2: f32[512,1024] = relu(%x1)
+  %x3: f32[512,1024] = relu(%x2)
+  %x4: f32[512,1024] = relu(%x3)
+  %x5: f32[512,1024] = relu(%x4)
+  %d5: f32[512,1024] = relu_backward(%x5, %x5) @backward
+  %d4: f32[512,1024] = relu_backward(%d5, %x4) @backward
+  %d3: f32[512,1024] = relu_backward(%d4, %x3) @backward
+  %d2: f32[512,1024] = relu_backward(%d3, %x2) @backward
+  %d1: f32[512,1024] = relu_backward(%d2, %x1) @backward
+  output %d1
+}
+)";
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// Relative tolerance of a point's feasibility, in the program's units.
+constexpr double kTolerance = 1e-6;
+
+// Every plan of the ladder: each saved tensor kept, recomputed, or spilled
+// and fetched either just in time or as early as the rewriter allows.
+std::vector<program::Plan> EveryPlan(const PlanningContext& context) {
+  std::vector<program::Plan> plans = {context.KeepAll("enumerated")};
+  for (const autodiff::SavedTensor& tensor : context.saved()) {
+    const ir::ValueId value = tensor.value;
+    std::vector<program::Plan> next;
+    for (const program::Plan& plan : plans) {
+      next.push_back(plan);
+      if (program::CanRecompute(context.graph(), value)) {
+        next.push_back(plan);
+        next.back().Recompute(value);
+      }
+      if (program::CanSpill(context.graph(), value)) {
+        next.push_back(plan);
+        next.back().Spill(value, -1);
+        next.push_back(plan);
+        next.back().Spill(value, context.last_forward_read(value) + 1);
+      }
+    }
+    plans = std::move(next);
+  }
+  return plans;
+}
+
+struct Ladder {
+  explicit Ladder(std::string_view hardware, int64_t budget_bytes)
+      : graph(ParseOrDie(kLadder)),
+        profile(*analysis::LoadHardwareProfile(hardware)),
+        cost_model(profile),
+        context(graph, cost_model, profile, {.budget_bytes = budget_bytes}) {}
+  ir::Graph graph;
+  analysis::HardwareProfile profile;
+  analysis::RooflineCostModel cost_model;
+  PlanningContext context;
+};
+
+TEST(Optimal, EveryPlanThatFitsIsAFeasiblePointAndTheBoundIsBelowTheBestOfThem) {
+  if (!HaveMilpSolver()) GTEST_SKIP() << "built without CBC (coinor-libcbc-dev)";
+  for (std::string_view hardware : {"v100-16g-nvlink2", "h200-141g-pcie5"}) {
+    // From budgets that some plan meets at no cost down to nearly the
+    // smallest arena any plan reaches.
+    int costly = 0;
+    for (int64_t budget : {14 * kMiB, 12 * kMiB, 10 * kMiB, 9 * kMiB}) {
+      SCOPED_TRACE(fmt::format("{}, budget {} MiB", hardware, budget / kMiB));
+      Ladder ladder(hardware, budget);
+      absl::StatusOr<StepRelaxation> relaxation = StepRelaxation::Build(ladder.context);
+      ASSERT_TRUE(relaxation.ok()) << StatusMessage(relaxation.status());
+      double best_s = std::numeric_limits<double>::infinity();
+      int fitting = 0;
+      for (program::Plan& plan : EveryPlan(ladder.context)) {
+        absl::StatusOr<Evaluation> evaluation = ladder.context.Evaluate(plan);
+        ASSERT_TRUE(evaluation.ok()) << StatusMessage(evaluation.status());
+        if (!ladder.context.Fits(*evaluation)) continue;
+        ++fitting;
+        best_s = std::min(best_s, evaluation->step_time_s());
+        const std::vector<double> point = relaxation->PointOf(*evaluation);
+        std::string worst;
+        const double violation = relaxation->program().MaxViolation(point, &worst);
+        ASSERT_LE(violation, kTolerance * (1 + evaluation->step_time_s() * 1e6))
+            << "the plan breaks '" << worst << "'";
+        EXPECT_NEAR(StepRelaxation::Seconds(relaxation->program().Objective(point)),
+                    evaluation->step_time_s(), 1e-12);
+      }
+      ASSERT_GT(fitting, 0);
+
+      OptimalPolicy policy;
+      absl::StatusOr<PlanResult> result = RunPolicy(policy, ladder.context);
+      ASSERT_TRUE(result.ok()) << StatusMessage(result.status());
+      ASSERT_TRUE(result->bound.has_value());
+      EXPECT_TRUE(result->bound->solved);
+      EXPECT_TRUE(result->feasible);
+      EXPECT_LE(result->bound->step_s, best_s * (1 + 1e-9));
+      EXPECT_LE(result->bound->step_s, result->best.step_time_s() * (1 + 1e-9));
+      // The bound sees a cost whenever every plan has one (a bound that
+      // cannot fail would be none's step). The two smallest budgets cost
+      // something on both machines.
+      const double ideal_s = ladder.context.ideal_step_time_s();
+      if (best_s > ideal_s * (1 + 1e-9)) {
+        ++costly;
+        EXPECT_GT(result->bound->step_s, ideal_s * (1 + 1e-9));
+      }
+    }
+    EXPECT_GE(costly, 2) << hardware;
+  }
+}
+
+TEST(Optimal, ItsPlanIsNeverSlowerThanHybridsAndTheSameInputGivesTheSamePlan) {
+  if (!HaveMilpSolver()) GTEST_SKIP() << "built without CBC (coinor-libcbc-dev)";
+  Ladder ladder("v100-16g-nvlink2", 10 * kMiB);
+  HybridPolicy hybrid;
+  absl::StatusOr<PlanResult> hybrid_result = RunPolicy(hybrid, ladder.context);
+  ASSERT_TRUE(hybrid_result.ok());
+  OptimalPolicy policy;
+  absl::StatusOr<PlanResult> first = RunPolicy(policy, ladder.context);
+  absl::StatusOr<PlanResult> second = RunPolicy(policy, ladder.context);
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_LE(first->best.step_time_s(), hybrid_result->best.step_time_s());
+  EXPECT_EQ(first->best.step_time_s(), second->best.step_time_s());
+  EXPECT_EQ(first->bound->step_s, second->bound->step_s);
+  for (const autodiff::SavedTensor& tensor : ladder.context.saved()) {
+    EXPECT_EQ(first->best.plan.decision(tensor.value), second->best.plan.decision(tensor.value));
+  }
+}
+
+TEST(Optimal, TheHeuristicsPlansOfSmallModelsAreFeasiblePoints) {
+  // The relaxation's argument on real graphs: batch norm, donation, several
+  // readers, recomputation chains. Every heuristic's plan that fits must map
+  // to a feasible point, or the bound could be above a real plan.
+  const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("v100-16g-nvlink2");
+  const analysis::RooflineCostModel cost_model(profile);
+  for (const auto& [model, image] :
+       std::vector<std::pair<std::string, int64_t>>{{"resnet18", 64}, {"unet", 32}, {"gpt2", 16}}) {
+    const autodiff::TrainingGraph training = TrainingModel(model, image);
+    PlanningContext unbounded(training.graph, cost_model, profile,
+                              {.budget_bytes = std::numeric_limits<int64_t>::max()});
+    absl::StatusOr<Evaluation> none = unbounded.Evaluate(unbounded.KeepAll("none"));
+    ASSERT_TRUE(none.ok());
+    const int64_t none_arena = none->arena_bytes();
+    for (double fraction : {0.9, 0.75, 0.6}) {
+      const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(none_arena));
+      SCOPED_TRACE(fmt::format("{} at {:.0f}% of none's arena", model, 100 * fraction));
+      PlanningContext context(training.graph, cost_model, profile, {.budget_bytes = budget});
+      absl::StatusOr<StepRelaxation> relaxation = StepRelaxation::Build(context);
+      ASSERT_TRUE(relaxation.ok()) << StatusMessage(relaxation.status());
+      for (const std::string& name : PolicyNames()) {
+        absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
+        ASSERT_TRUE(policy.ok());
+        absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
+        ASSERT_TRUE(result.ok()) << name << ": " << StatusMessage(result.status());
+        if (!result->feasible) continue;
+        std::string worst;
+        const double violation =
+            relaxation->program().MaxViolation(relaxation->PointOf(result->best), &worst);
+        EXPECT_LE(violation, kTolerance * (1 + result->best.step_time_s() * 1e6))
+            << name << "'s plan breaks '" << worst << "'";
+      }
+    }
+  }
+}
+
+TEST(Optimal, AGraphPastTheLimitsIsRefusedWithTheLimits) {
+  const autodiff::TrainingGraph training = TrainingModel("resnet152", 32);
+  const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("v100-16g-nvlink2");
+  const analysis::RooflineCostModel cost_model(profile);
+  PlanningContext context(training.graph, cost_model, profile, {.budget_bytes = 1 << 30});
+  ASSERT_GT(context.saved().size(), static_cast<size_t>(kMaxRelaxationSavedTensors));
+  absl::StatusOr<StepRelaxation> relaxation = StepRelaxation::Build(context);
+  ASSERT_FALSE(relaxation.ok());
+  EXPECT_EQ(relaxation.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(relaxation.status().message().find(
+                fmt::format("at most {} and {}", kMaxRelaxationSavedTensors, kMaxRelaxationSteps)),
+            std::string::npos)
+      << relaxation.status().message();
+}
+
+TEST(Optimal, TheModelIsWrittenInLpAndMpsForm) {
+  if (!HaveMilpSolver()) GTEST_SKIP() << "built without CBC (coinor-libcbc-dev)";
+  Ladder ladder("v100-16g-nvlink2", 10 * kMiB);
+  absl::StatusOr<StepRelaxation> relaxation = StepRelaxation::Build(ladder.context);
+  ASSERT_TRUE(relaxation.ok());
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "optimal_model";
+  std::filesystem::create_directories(dir);
+  for (std::string_view form : {"lp", "mps"}) {
+    const std::string path = (dir / fmt::format("ladder.{}", form)).string();
+    ASSERT_TRUE(WriteMilp(relaxation->program(), path).ok()) << path;
+    EXPECT_GT(std::filesystem::file_size(path), 100u) << path;
+  }
+  const absl::Status unknown = WriteMilp(relaxation->program(), (dir / "ladder.txt").string());
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace spillway::planner

@@ -1,0 +1,354 @@
+#include "planner/step_relaxation.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "program/rewriter.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+constexpr double kMicroseconds = 1e6;  // per second
+constexpr double kKiB = 1024;          // bytes
+
+// Device bytes allocated while each step's node runs when every tensor is
+// kept: the rewriter's allocs and frees in list order. Every plan holds at
+// least these at the start of a step's node, less the saved tensors it has
+// moved out of the device by then (docs/planner.md argues why).
+absl::StatusOr<std::vector<int64_t>> KeptBytesPerStep(const PlanningContext& context) {
+  const ir::Graph& graph = context.graph();
+  ASSIGN_OR_RETURN(program::Program kept,
+                   program::Rewrite(graph, context.schedule(), program::Plan("none", graph)));
+  std::vector<int64_t> bytes(context.schedule().size(), 0);
+  int64_t live = 0;
+  for (const program::Instruction& instruction : kept.instructions) {
+    switch (instruction.kind) {
+      case program::InstructionKind::kAlloc:
+        if (kept.buffer(instruction.buffer).memory == program::Memory::kDevice) {
+          live += kept.buffer(instruction.buffer).bytes;
+        }
+        break;
+      case program::InstructionKind::kFree:
+        if (kept.buffer(instruction.buffer).memory == program::Memory::kDevice) {
+          live -= kept.buffer(instruction.buffer).bytes;
+        }
+        break;
+      case program::InstructionKind::kCompute:
+        bytes[static_cast<size_t>(context.step_of(instruction.node))] = live;
+        break;
+      default:
+        break;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& context) {
+  const ir::Graph& graph = context.graph();
+  const std::vector<ir::NodeId>& schedule = context.schedule();
+  const int steps = static_cast<int>(schedule.size());
+  const int saved = static_cast<int>(context.saved().size());
+  if (saved > kMaxRelaxationSavedTensors || steps > kMaxRelaxationSteps) {
+    return absl::InvalidArgumentError(fmt::format(
+        "the graph is too large for the exact policy: {} saved tensors and {} schedule steps, "
+        "where it takes at most {} and {}",
+        saved, steps, kMaxRelaxationSavedTensors, kMaxRelaxationSteps));
+  }
+  StepRelaxation relaxation(context);
+  LinearProgram& lp = relaxation.program_;
+
+  std::vector<double> duration(static_cast<size_t>(steps));  // microseconds
+  int first_backward = steps;
+  for (int s = 0; s < steps; ++s) {
+    const ir::NodeId node = schedule[static_cast<size_t>(s)];
+    duration[static_cast<size_t>(s)] = context.simulator().node_seconds(node) * kMicroseconds;
+    if (first_backward == steps && graph.node(node).phase != ir::Phase::kForward) {
+      first_backward = s;
+    }
+  }
+  if (first_backward == 0 || first_backward == steps) {
+    return absl::InvalidArgumentError(
+        "the exact policy needs a training graph: forward steps, then backward ones");
+  }
+
+  // Columns: when each node starts, when the step ends, and the decisions.
+  for (int s = 0; s < steps; ++s) {
+    relaxation.start_column_.push_back(lp.AddColumn({.name = fmt::format("start_{}", s)}));
+  }
+  relaxation.end_column_ = lp.AddColumn({.name = "step", .objective = 1});
+
+  ASSIGN_OR_RETURN(const std::vector<int64_t> kept_bytes, KeptBytesPerStep(context));
+  const int64_t budget = context.budget_bytes();
+  for (int s = 0; s < steps; ++s) {
+    if (kept_bytes[static_cast<size_t>(s)] > budget) relaxation.over_budget_.push_back(s);
+  }
+
+  program::Plan pins = context.KeepAll("pins");
+  for (const autodiff::SavedTensor& tensor : context.saved()) {
+    const ir::ValueId value = tensor.value;
+    Tensor t;
+    t.value = value;
+    t.kib = static_cast<double>(tensor.bytes) / kKiB;
+    t.bytes = tensor.bytes;
+    t.producer_step = context.step_of(tensor.producer);
+    t.last_forward_step = context.last_forward_read(value);
+    t.first_backward_step = context.first_backward_read(value);
+    const std::string name = graph.value(value).name;
+    const program::Decision pinned = pins.decision(value);
+    const ir::Node& producer = graph.node(tensor.producer);
+    const bool pinned_by_graph =
+        producer.attrs.Has(program::kMemoryAttr) && producer.outputs.front() == value;
+    auto decision_column = [&](std::string_view what, program::Decision decision) {
+      const double fixed = pinned_by_graph ? (pinned == decision ? 1 : 0) : -1;
+      return lp.AddColumn({.name = fmt::format("{}_{}", what, name),
+                           .lower = fixed < 0 ? 0 : fixed,
+                           .upper = fixed < 0 ? 1 : fixed,
+                           .integer = true});
+    };
+    if (program::CanSpill(graph, value))
+      t.spill = decision_column("spill", program::Decision::kSpill);
+    if (program::CanRecompute(graph, value)) {
+      t.recompute = decision_column("recompute", program::Decision::kRecompute);
+    }
+    if (t.spill < 0 && t.recompute < 0) continue;
+    if (t.spill >= 0 && t.recompute >= 0) {
+      lp.AddRow({.name = fmt::format("one_decision_{}", name),
+                 .terms = {{t.spill, 1}, {t.recompute, 1}},
+                 .upper = 1});
+    }
+    if (t.spill >= 0) {
+      for (int q : relaxation.over_budget_) {
+        if (q <= t.last_forward_step || q >= t.first_backward_step) continue;
+        const int column = lp.AddColumn({.name = fmt::format("absent_{}_{}", name, q), .upper = 1});
+        t.absent.emplace_back(q, column);
+        // Absent through a spill only if spilled.
+        lp.AddRow({.name = fmt::format("absent_if_spilled_{}_{}", name, q),
+                   .terms = {{column, 1}, {t.spill, -1}},
+                   .upper = 0});
+      }
+    }
+    relaxation.tensors_.push_back(std::move(t));
+  }
+  const std::vector<Tensor>& tensors = relaxation.tensors_;
+  const std::vector<int>& start = relaxation.start_column_;
+
+  // The compute stream runs the schedule in order: each node after the last.
+  for (int s = 0; s + 1 < steps; ++s) {
+    lp.AddRow(
+        {.name = fmt::format("order_{}", s),
+         .terms = {{start[static_cast<size_t>(s + 1)], 1}, {start[static_cast<size_t>(s)], -1}},
+         .lower = duration[static_cast<size_t>(s)]});
+  }
+  lp.AddRow({.name = "order_end",
+             .terms = {{relaxation.end_column_, 1}, {start.back(), -1}},
+             .lower = duration.back()});
+
+  // Recomputation runs on the compute stream after the forward pass and
+  // before the first backward reader of what it rebuilds: a node starts no
+  // earlier than the forward pass's end, the backward nodes before it and
+  // every recomputation its own and earlier readers needed.
+  {
+    const int last_forward = first_backward - 1;
+    double backward_before = duration[static_cast<size_t>(last_forward)];
+    std::map<int, std::vector<const Tensor*>> by_reader;
+    for (const Tensor& t : tensors) {
+      if (t.recompute >= 0) by_reader[t.first_backward_step].push_back(&t);
+    }
+    std::vector<std::pair<int, double>> recomputed;
+    int s = first_backward;
+    for (const auto& [reader, readers] : by_reader) {
+      for (; s < reader; ++s) backward_before += duration[static_cast<size_t>(s)];
+      for (const Tensor* t : readers) {
+        const ir::NodeId producer = context.schedule()[static_cast<size_t>(t->producer_step)];
+        recomputed.emplace_back(t->recompute,
+                                -context.simulator().node_seconds(producer) * kMicroseconds);
+      }
+      LinearProgram::Row row{.name = fmt::format("recompute_before_{}", reader),
+                             .terms = recomputed,
+                             .lower = backward_before};
+      row.terms.emplace_back(start[static_cast<size_t>(reader)], 1);
+      row.terms.emplace_back(start[static_cast<size_t>(last_forward)], -1);
+      lp.AddRow(std::move(row));
+    }
+    for (; s < steps; ++s) backward_before += duration[static_cast<size_t>(s)];
+    LinearProgram::Row row{
+        .name = "recompute_before_end", .terms = recomputed, .lower = backward_before};
+    row.terms.emplace_back(relaxation.end_column_, 1);
+    row.terms.emplace_back(start[static_cast<size_t>(last_forward)], -1);
+    lp.AddRow(std::move(row));
+  }
+
+  // Memory: at the start of each over-budget step's node, what is absent,
+  // spilled or recomputed, must bring the kept bytes within the budget.
+  for (int q : relaxation.over_budget_) {
+    LinearProgram::Row row{
+        .name = fmt::format("memory_{}", q),
+        .terms = {},
+        .lower = static_cast<double>(kept_bytes[static_cast<size_t>(q)] - budget) / kKiB};
+    for (const Tensor& t : tensors) {
+      if (q <= t.last_forward_step || q >= t.first_backward_step) continue;
+      if (t.recompute >= 0) row.terms.emplace_back(t.recompute, t.kib);
+      for (const auto& [step, column] : t.absent) {
+        if (step == q) row.terms.emplace_back(column, t.kib);
+      }
+    }
+    lp.AddRow(std::move(row));
+  }
+
+  // The copy streams. A tensor absent at step q's start was copied out, on
+  // the d2h stream, between its producer's end and then; it is fetched back,
+  // on the h2d stream, between then and its first backward reader. Each
+  // stream runs one copy at a time, so the copies that must fit into one
+  // window take at least their summed time.
+  std::set<int> producer_steps;
+  std::set<int> reader_steps;
+  for (const Tensor& t : tensors) {
+    if (t.absent.empty()) continue;
+    producer_steps.insert(t.producer_step);
+    reader_steps.insert(t.first_backward_step);
+  }
+  auto copy_us = [&](const Tensor& t, analysis::CopyDirection direction) {
+    return context.simulator().copy_seconds(t.bytes, direction) * kMicroseconds;
+  };
+  for (int q : relaxation.over_budget_) {
+    for (int p : producer_steps) {
+      if (p >= q) break;
+      LinearProgram::Row row{.name = fmt::format("d2h_{}_{}", p, q),
+                             .terms = {},
+                             .lower = duration[static_cast<size_t>(p)]};
+      for (const Tensor& t : tensors) {
+        if (t.producer_step < p) continue;
+        for (const auto& [step, column] : t.absent) {
+          if (step == q) {
+            row.terms.emplace_back(column, -copy_us(t, analysis::CopyDirection::kDeviceToHost));
+          }
+        }
+      }
+      if (row.terms.empty()) continue;
+      row.terms.emplace_back(start[static_cast<size_t>(q)], 1);
+      row.terms.emplace_back(start[static_cast<size_t>(p)], -1);
+      lp.AddRow(std::move(row));
+    }
+    for (int s : reader_steps) {
+      if (s <= q) continue;
+      LinearProgram::Row row{.name = fmt::format("h2d_{}_{}", q, s), .terms = {}, .lower = 0};
+      for (const Tensor& t : tensors) {
+        if (t.first_backward_step > s) continue;
+        for (const auto& [step, column] : t.absent) {
+          if (step == q) {
+            row.terms.emplace_back(column, -copy_us(t, analysis::CopyDirection::kHostToDevice));
+          }
+        }
+      }
+      if (row.terms.empty()) continue;
+      row.terms.emplace_back(start[static_cast<size_t>(s)], 1);
+      row.terms.emplace_back(start[static_cast<size_t>(q)], -1);
+      lp.AddRow(std::move(row));
+    }
+  }
+  return relaxation;
+}
+
+std::vector<double> StepRelaxation::PointOf(const Evaluation& evaluation) const {
+  const program::Program& program = evaluation.program;
+  const sim::SimulationResult& simulation = evaluation.simulation;
+  SPILLWAY_CHECK(simulation.timings.size() == program.instructions.size(),
+                 "the evaluation was simulated with timings");
+  std::vector<double> point(program_.columns().size(), 0);
+  point[static_cast<size_t>(end_column_)] = simulation.step_time_s * kMicroseconds;
+
+  // Where each value first lived on the device (its producer's output
+  // buffer), when that buffer's free took effect, and when a copy of the
+  // value came back (fetched or recomputed).
+  constexpr double kNever = kInfinity;
+  std::map<ir::ValueId, program::BufferId> original;
+  std::map<program::BufferId, ir::ValueId> holder;  // what each buffer holds now
+  std::map<ir::ValueId, double> gone_at;            // first freed or written over
+  std::map<ir::ValueId, double> back_at;
+  for (size_t k = 0; k < program.instructions.size(); ++k) {
+    const program::Instruction& instruction = program.instructions[k];
+    const double time_us = simulation.timings[k].start_s * kMicroseconds;
+    switch (instruction.kind) {
+      case program::InstructionKind::kCompute: {
+        const int step = context_->step_of(instruction.node);
+        point[static_cast<size_t>(start_column_[static_cast<size_t>(step)])] = time_us;
+        const ir::Node& node = context_->graph().node(instruction.node);
+        for (size_t o = 0; o < node.outputs.size() && o < instruction.writes.size(); ++o) {
+          const program::BufferId buffer = instruction.writes[o];
+          if (buffer == program::kNoBuffer) continue;
+          original.emplace(node.outputs[o], buffer);
+          // Written over a dead input (donation): the value it held is gone
+          // from the device from now on, as if freed.
+          auto held = holder.find(buffer);
+          if (held != holder.end() && held->second != node.outputs[o]) {
+            gone_at.emplace(held->second, time_us);
+          }
+          holder[buffer] = node.outputs[o];
+        }
+        break;
+      }
+      case program::InstructionKind::kFree: {
+        auto held = holder.find(instruction.buffer);
+        if (held != holder.end()) gone_at.emplace(held->second, time_us);
+        holder.erase(instruction.buffer);
+        break;
+      }
+      case program::InstructionKind::kAlloc: {
+        const program::Buffer& buffer = program.buffer(instruction.buffer);
+        if (buffer.memory != program::Memory::kDevice || buffer.persistent) break;
+        auto it = original.find(buffer.value);
+        if (it != original.end() && it->second != buffer.id && !back_at.contains(buffer.value)) {
+          back_at[buffer.value] = time_us;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (const Tensor& t : tensors_) {
+    const program::Decision decision = evaluation.plan.decision(t.value);
+    if (decision == program::Decision::kRecompute && t.recompute >= 0) {
+      point[static_cast<size_t>(t.recompute)] = 1;
+    }
+    if (decision != program::Decision::kSpill || t.spill < 0) continue;
+    point[static_cast<size_t>(t.spill)] = 1;
+    const auto freed = gone_at.find(t.value);
+    const double gone = freed == gone_at.end() ? kNever : freed->second;
+    const auto back = back_at.find(t.value);
+    const double returned = back == back_at.end() ? kNever : back->second;
+    for (const auto& [step, column] : t.absent) {
+      const double at = point[static_cast<size_t>(start_column_[static_cast<size_t>(step)])];
+      point[static_cast<size_t>(column)] = gone <= at && at < returned ? 1 : 0;
+    }
+  }
+  return point;
+}
+
+program::Plan StepRelaxation::PlanOf(const std::vector<double>& point) const {
+  program::Plan plan = context_->KeepAll("optimal");
+  for (const Tensor& t : tensors_) {
+    if (t.recompute >= 0 && point[static_cast<size_t>(t.recompute)] > 0.5) {
+      plan.Recompute(t.value);
+    } else if (t.spill >= 0 && point[static_cast<size_t>(t.spill)] > 0.5) {
+      int last_absent = -1;
+      for (const auto& [step, column] : t.absent) {
+        if (point[static_cast<size_t>(column)] > 0.5) last_absent = step;
+      }
+      plan.Spill(t.value, last_absent < 0 ? -1 : last_absent + 1);
+    }
+  }
+  return plan;
+}
+
+}  // namespace spillway::planner

@@ -1,0 +1,78 @@
+// The exact policy's integer program: a relaxation of the rewriter, the arena
+// and the simulator, over the decisions a Plan can express. Every plan that
+// fits the budget maps to a feasible point of it whose objective is at most the
+// plan's simulated step (PointOf builds that point, and the tests check it on
+// every plan of small graphs), so its optimum, or any bound the solver proves
+// on it, is a lower bound on the step of every plan. docs/planner.md gives the
+// model and the argument, constraint by constraint.
+//
+// Units inside the program: microseconds and KiB, so that the coefficients of
+// a tiny test graph and of a large model both stay well scaled for the solver.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/linear_program.h"
+#include "planner/planner.h"
+#include "program/plan.h"
+
+namespace spillway::planner {
+
+// The largest graphs the program is built for: beyond these it is refused.
+inline constexpr int kMaxRelaxationSavedTensors = 400;
+inline constexpr int kMaxRelaxationSteps = 4000;
+
+class StepRelaxation {
+ public:
+  // Errors: the graph is past the limits above (the message gives them).
+  static absl::StatusOr<StepRelaxation> Build(const PlanningContext& context);
+
+  const LinearProgram& program() const { return program_; }
+  // Steps at which the graph with everything kept would exceed the budget:
+  // the only steps at which the program needs anything absent.
+  int over_budget_steps() const { return static_cast<int>(over_budget_.size()); }
+  int decided_tensors() const { return static_cast<int>(tensors_.size()); }
+
+  // The program's objective (microseconds) in seconds.
+  static double Seconds(double objective) { return objective * 1e-6; }
+
+  // The point that a laid-out, simulated plan maps to: its decisions, each
+  // node's start, and which spilled tensors were physically absent from the
+  // device at the start of each over-budget step. Feasible whenever the plan
+  // fits the budget, with the plan's step as its objective.
+  std::vector<double> PointOf(const Evaluation& evaluation) const;
+
+  // The Plan a solution describes: its decisions, and each spilled tensor
+  // fetched after the last step at which the solution has it absent.
+  program::Plan PlanOf(const std::vector<double>& point) const;
+
+ private:
+  struct Tensor {
+    ir::ValueId value = ir::kInvalidValue;
+    int64_t bytes = 0;
+    double kib = 0;
+    int producer_step = 0;
+    int last_forward_step = 0;  // its producer's step if no forward node reads it
+    int first_backward_step = 0;
+    int spill = -1;      // column of "spilled", -1 when it cannot be
+    int recompute = -1;  // column of "recomputed", -1 when it cannot be
+    // Over-budget steps inside its gap, and the column of "absent through a
+    // spill at that step" for each.
+    std::vector<std::pair<int, int>> absent;  // (step, column)
+  };
+
+  explicit StepRelaxation(const PlanningContext& context) : context_(&context) {}
+
+  const PlanningContext* context_;
+  LinearProgram program_;
+  std::vector<Tensor> tensors_;
+  std::vector<int> over_budget_;   // steps, increasing
+  std::vector<int> start_column_;  // one per step: when its node starts
+  int end_column_ = -1;            // when the step ends: the objective
+};
+
+}  // namespace spillway::planner
