@@ -374,16 +374,39 @@ CommandRunner AddCompareCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "compare", "Run every policy on one workload and budget and compare them in one table");
   auto flags = std::make_shared<PlanFlags>();
+  auto with_optimal = std::make_shared<bool>(false);
   AddPlanFlags(*command, *flags);
-  return [command, flags](std::ostream& out) -> absl::Status {
+  command->add_flag("--optimal", *with_optimal,
+                    "Also run the exact policy (small graphs): its row, its proven lower bound "
+                    "on the step, and every plan's gap to that bound");
+  command
+      ->add_option("--solver-time-limit", flags->optimal.solver_time_limit_s,
+                   "With --optimal: stop its solver after this many seconds")
+      ->check(Number(kPositiveNumber))
+      ->capture_default_str();
+  return [command, flags, with_optimal](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
+    if (!*with_optimal && command->count("--solver-time-limit") > 0) {
+      return absl::InvalidArgumentError("--solver-time-limit applies with --optimal only");
+    }
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     std::vector<planner::PlanResult> results;
     const std::vector<std::string> names = planner::PolicyNames();
+    const size_t total = names.size() + (*with_optimal ? 1 : 0);
     for (size_t i = 0; i < names.size(); ++i) {
       ASSIGN_OR_RETURN(
           planner::PlanResult result,
-          RunNamed(names[i], *workload, fmt::format("{} ({}/{})", names[i], i + 1, names.size())));
+          RunNamed(names[i], *workload, fmt::format("{} ({}/{})", names[i], i + 1, total)));
+      results.push_back(std::move(result));
+    }
+    std::optional<double> bound_s;
+    if (*with_optimal) {
+      planner::OptimalPolicy optimal(flags->optimal);
+      ASSIGN_OR_RETURN(planner::PlanResult result,
+                       Run(optimal, *workload, fmt::format("optimal ({}/{})", total, total)));
+      if (result.bound.has_value() && std::isfinite(result.bound->step_s)) {
+        bound_s = result.bound->step_s;
+      }
       results.push_back(std::move(result));
     }
     const planner::PlanResult& none = results[0];
@@ -392,14 +415,18 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       nlohmann::json list = nlohmann::json::array();
       for (const planner::PlanResult& result : results) {
         list.push_back(ResultToJson(result, none, &swap, workload->budget_bytes));
+        if (bound_s.has_value() && result.feasible) {
+          list.back()["gap_to_bound"] = result.best.step_time_s() / *bound_s - 1.0;
+        }
       }
       out << list.dump(2) << "\n";
       return absl::OkStatus();
     }
     fmt::print(out, "{}\n", Header(*flags, *workload));
-    fmt::print(out, "{:<15} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}\n",
+    fmt::print(out, "{:<15} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}{}\n",
                "policy", "arena", "step (s)", "overhead", "vs swap", "stall (s)", "to host", "back",
-               "recompute", "plan (s)");
+               "recompute", "plan (s)",
+               bound_s.has_value() ? fmt::format(" {:>9}", "vs bound") : "");
     for (const planner::PlanResult& result : results) {
       if (!result.feasible) {
         fmt::print(out, "{:<15} infeasible: needs at least {}\n", result.policy,
@@ -409,14 +436,28 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       const sim::SimulationResult& s = result.best.simulation;
       const std::string versus =
           swap.feasible ? Percent(swap.best.step_time_s() / s.step_time_s - 1.0) : "-";
-      fmt::print(out,
-                 "{:<15} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}\n",
-                 result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
-                 Percent(s.step_time_s / none.best.step_time_s() - 1.0), versus,
-                 s.streams[0].stall_s, FormatBytes(s.d2h_bytes), FormatBytes(s.h2d_bytes),
-                 FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s);
+      fmt::print(
+          out, "{:<15} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}{}\n",
+          result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
+          Percent(s.step_time_s / none.best.step_time_s() - 1.0), versus, s.streams[0].stall_s,
+          FormatBytes(s.d2h_bytes), FormatBytes(s.h2d_bytes),
+          FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s,
+          bound_s.has_value() ? fmt::format(" {:>9}", Percent(s.step_time_s / *bound_s - 1.0))
+                              : "");
     }
     fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");
+    if (*with_optimal) {
+      const planner::PlanResult& optimal = results.back();
+      if (optimal.bound.has_value()) {
+        fmt::print(out, "\n");
+        PrintBound(out, optimal);
+      }
+      if (bound_s.has_value()) {
+        fmt::print(out,
+                   "'vs bound' is how much slower a step is than that bound: at most that far "
+                   "from the best possible.\n");
+      }
+    }
     return absl::OkStatus();
   };
 }

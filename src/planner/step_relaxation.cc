@@ -153,6 +153,60 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
              .terms = {{relaxation.end_column_, 1}, {start.back(), -1}},
              .lower = duration.back()});
 
+  // What recomputing a tensor re-runs at least: its producer, and the
+  // forward nodes of every input it needs that no plan keeps past the
+  // forward pass (a value read by forward nodes only is freed after its last
+  // reader), back to saved tensors and graph inputs. A node that only one
+  // recomputable tensor needs is charged to it; one that several need is
+  // re-run at least once if any of them is recomputed (a `rebuilt` column).
+  std::vector<double> recompute_us(tensors.size(), 0);
+  std::vector<std::pair<int, double>> shared_rebuilds;  // (column, microseconds)
+  {
+    std::vector<char> resident(static_cast<size_t>(graph.num_values()), 0);
+    for (ir::ValueId value : graph.inputs()) resident[static_cast<size_t>(value)] = 1;
+    for (ir::ValueId value : graph.outputs()) resident[static_cast<size_t>(value)] = 1;
+    for (const autodiff::SavedTensor& tensor : context.saved()) {
+      resident[static_cast<size_t>(tensor.value)] = 1;
+    }
+    std::vector<std::vector<ir::NodeId>> needs(tensors.size());
+    std::map<ir::NodeId, std::vector<size_t>> needed_by;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].recompute < 0) continue;
+      const ir::NodeId producer = schedule[static_cast<size_t>(tensors[i].producer_step)];
+      std::set<ir::NodeId> seen;
+      std::vector<ir::ValueId> stack(graph.node(producer).inputs);
+      while (!stack.empty()) {
+        const ir::ValueId value = stack.back();
+        stack.pop_back();
+        const ir::NodeId node = graph.value(value).producer;
+        if (resident[static_cast<size_t>(value)] || node == ir::kNoNode ||
+            graph.node(node).phase != ir::Phase::kForward || !seen.insert(node).second) {
+          continue;
+        }
+        needed_by[node].push_back(i);
+        for (ir::ValueId input : graph.node(node).inputs) stack.push_back(input);
+      }
+      recompute_us[i] = context.simulator().node_seconds(producer) * kMicroseconds;
+    }
+    for (const auto& [node, users] : needed_by) {
+      const double us = context.simulator().node_seconds(node) * kMicroseconds;
+      if (users.size() == 1) {
+        recompute_us[users.front()] += us;
+        continue;
+      }
+      const int rebuilt =
+          lp.AddColumn({.name = fmt::format("rebuilt_{}", graph.node(node).name), .upper = 1});
+      for (size_t i : users) {
+        lp.AddRow({.name = fmt::format("rebuilt_{}_for_{}", graph.node(node).name,
+                                       graph.value(tensors[i].value).name),
+                   .terms = {{rebuilt, 1}, {tensors[i].recompute, -1}},
+                   .lower = 0});
+      }
+      shared_rebuilds.emplace_back(rebuilt, us);
+      relaxation.rebuilt_.push_back({rebuilt, users});
+    }
+  }
+
   // Recomputation runs on the compute stream after the forward pass and
   // before the first backward reader of what it rebuilds: a node starts no
   // earlier than the forward pass's end, the backward nodes before it and
@@ -160,19 +214,15 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
   {
     const int last_forward = first_backward - 1;
     double backward_before = duration[static_cast<size_t>(last_forward)];
-    std::map<int, std::vector<const Tensor*>> by_reader;
-    for (const Tensor& t : tensors) {
-      if (t.recompute >= 0) by_reader[t.first_backward_step].push_back(&t);
+    std::map<int, std::vector<size_t>> by_reader;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].recompute >= 0) by_reader[tensors[i].first_backward_step].push_back(i);
     }
     std::vector<std::pair<int, double>> recomputed;
     int s = first_backward;
     for (const auto& [reader, readers] : by_reader) {
       for (; s < reader; ++s) backward_before += duration[static_cast<size_t>(s)];
-      for (const Tensor* t : readers) {
-        const ir::NodeId producer = context.schedule()[static_cast<size_t>(t->producer_step)];
-        recomputed.emplace_back(t->recompute,
-                                -context.simulator().node_seconds(producer) * kMicroseconds);
-      }
+      for (size_t i : readers) recomputed.emplace_back(tensors[i].recompute, -recompute_us[i]);
       LinearProgram::Row row{.name = fmt::format("recompute_before_{}", reader),
                              .terms = recomputed,
                              .lower = backward_before};
@@ -183,6 +233,7 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
     for (; s < steps; ++s) backward_before += duration[static_cast<size_t>(s)];
     LinearProgram::Row row{
         .name = "recompute_before_end", .terms = recomputed, .lower = backward_before};
+    for (const auto& [column, us] : shared_rebuilds) row.terms.emplace_back(column, -us);
     row.terms.emplace_back(relaxation.end_column_, 1);
     row.terms.emplace_back(start[static_cast<size_t>(last_forward)], -1);
     lp.AddRow(std::move(row));
@@ -314,6 +365,13 @@ std::vector<double> StepRelaxation::PointOf(const Evaluation& evaluation) const 
       }
       default:
         break;
+    }
+  }
+  for (const Rebuilt& rebuilt : rebuilt_) {
+    for (size_t i : rebuilt.users) {
+      if (evaluation.plan.decision(tensors_[i].value) == program::Decision::kRecompute) {
+        point[static_cast<size_t>(rebuilt.column)] = 1;
+      }
     }
   }
   for (const Tensor& t : tensors_) {

@@ -65,11 +65,18 @@ class StepRelaxation {
     std::vector<std::pair<int, int>> absent;  // (step, column)
   };
 
+  // A forward node that recomputing any of several tensors re-runs.
+  struct Rebuilt {
+    int column = -1;            // at least one of `users` is recomputed
+    std::vector<size_t> users;  // indices into tensors_
+  };
+
   explicit StepRelaxation(const PlanningContext& context) : context_(&context) {}
 
   const PlanningContext* context_;
   LinearProgram program_;
   std::vector<Tensor> tensors_;
+  std::vector<Rebuilt> rebuilt_;
   std::vector<int> over_budget_;   // steps, increasing
   std::vector<int> start_column_;  // one per step: when its node starts
   int end_column_ = -1;            // when the step ends: the objective

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Regenerates the optimality-gap section of docs/results.md.
+
+For small workloads of every image family and GPT-2, on `v100-16g-nvlink2`
+and `h200-141g-pcie5`, at three budgets from 90% of the `none` arena down to
+just above the smallest arena `hybrid` reaches, runs `spillway compare --json`
+(every heuristic) and `spillway plan --policy optimal --json` (the integer
+program's proven lower bound, and its result), and tabulates each policy's
+predicted step as overhead over that bound. The bound is a relaxation's, so
+an overhead over it is an upper bound on how far a plan is from the best
+possible; `optimal`'s own plan is the best plan known. Standard library only;
+every figure is the simulator's prediction.
+
+  bench/optimality_gap.py [--binary build/release/src/cli/spillway] [--print]
+"""
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+
+from results_doc import write_section
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BEGIN = "<!-- optimality-gap:begin (bench/optimality_gap.py writes this part) -->"
+END = "<!-- optimality-gap:end -->"
+WORKLOADS = [
+    ("ResNet-18 224px b16", ["--model", "resnet18", "--image", "224", "--batch", "16"]),
+    ("ResNet-34 160px b16", ["--model", "resnet34", "--image", "160", "--batch", "16"]),
+    ("U-Net 256px b4", ["--model", "unet", "--image", "256", "--batch", "4"]),
+    ("DeepLabV3+ 256px b4", ["--model", "deeplabv3plus", "--image", "256", "--batch", "4"]),
+    ("GPT-2 4L 512tok b8", ["--model", "gpt2", "--layers", "4", "--seq-len", "512",
+                            "--batch", "8"]),
+]
+HARDWARE = ["v100-16g-nvlink2", "h200-141g-pcie5"]
+HEURISTICS = ["swap", "recompute", "swap-lms", "hybrid-seed", "hybrid"]
+
+
+def run(binary, args):
+    out = subprocess.run([binary, *args, "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", default=str(ROOT / "build/release/src/cli/spillway"))
+    parser.add_argument("--solver-time-limit", default="120",
+                        help="seconds per integer program (default 120)")
+    parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
+    options = parser.parse_args()
+
+    lines = ["| workload | hardware | budget | bound (s) | " + " | ".join(HEURISTICS) +
+             " | optimal | solved in |",
+             "|---|---|---|---|" + "---|" * len(HEURISTICS) + "---|---|"]
+    hybrid_gaps = []
+    hybrid_vs_optimal = []
+    unsolved = 0
+    for label, workload in WORKLOADS:
+        for hardware in HARDWARE:
+            base = ["plan", *workload, "--hardware", hardware]
+            none_arena = run(options.binary, [*base, "--policy", "none",
+                                              "--budget", str(2**40)])["arena_bytes"]
+            floor = run(options.binary, [*base, "--policy", "hybrid",
+                                         "--budget", "1"])["smallest_arena_bytes"]
+            high = none_arena * 90 // 100
+            low = floor * 102 // 100
+            if low >= high:
+                print(f"{label} on {hardware}: no room between the floor and 90%",
+                      file=sys.stderr)
+                continue
+            for budget in (high, (high + low) // 2, low):
+                share = f"{100 * budget / none_arena:.0f}%"
+                compare = run(options.binary, ["compare", *workload, "--hardware", hardware,
+                                               "--budget", str(budget)])
+                steps = {r["policy"]: r["step_time_s"] for r in compare if r["feasible"]}
+                optimal = run(options.binary, [*base, "--policy", "optimal",
+                                               "--budget", str(budget), "--solver-time-limit",
+                                               options.solver_time_limit])
+                bound = optimal["lower_bound"]
+                bound_s = bound["step_time_s"]
+                if not bound["solved"]:
+                    unsolved += 1
+                cells = []
+                for policy in HEURISTICS + ["optimal"]:
+                    step = optimal["step_time_s"] if policy == "optimal" else steps.get(policy)
+                    feasible = optimal["feasible"] if policy == "optimal" else step is not None
+                    if not feasible or bound_s is None:
+                        cells.append("-")
+                    else:
+                        cells.append(f"{100 * (step / bound_s - 1):+.1f}%")
+                if "hybrid" in steps and bound_s:
+                    hybrid_gaps.append(steps["hybrid"] / bound_s - 1)
+                    if optimal["feasible"]:
+                        hybrid_vs_optimal.append(steps["hybrid"] / optimal["step_time_s"] - 1)
+                solved = f"{bound['solve_s']:.1f} s" + ("" if bound["solved"] else " (stopped)")
+                bound_text = "none fits" if bound_s is None else f"{bound_s:.4g}"
+                lines.append(f"| {label} | {hardware} | {share} | {bound_text} | " +
+                             " | ".join(cells) + f" | {solved} |")
+                print(lines[-1], file=sys.stderr)
+
+    today = datetime.date.today().isoformat()
+    summary = []
+    if hybrid_gaps:
+        summary.append(
+            f"Over {len(hybrid_gaps)} rows, `hybrid` is at most {100 * max(hybrid_gaps):.1f}% "
+            f"and on average {100 * statistics.mean(hybrid_gaps):.1f}% above the bound; "
+            f"above the best plan known (`optimal`'s) it is at most "
+            f"{100 * max(hybrid_vs_optimal, default=0):.1f}% and on average "
+            f"{100 * statistics.mean(hybrid_vs_optimal or [0]):.1f}%.")
+    if unsolved:
+        summary.append(f"{unsolved} programs were stopped by the solver's time limit "
+                       f"({options.solver_time_limit} s): their bound is the best proven then.")
+    section = "\n".join([
+        BEGIN,
+        f"Generated {today} by `bench/optimality_gap.py` on {platform.node()} "
+        f"({platform.machine()}, {platform.system()}). Budgets: 90% of the `none` arena, "
+        "2% above the smallest arena `hybrid` reaches, and halfway between. Each cell is the "
+        "policy's predicted step over the proven lower bound (-: the policy cannot fit the "
+        "budget); `optimal` is the faster of its own plan and `hybrid`'s.",
+        "",
+        "\n".join(lines),
+        "",
+        " ".join(summary),
+        END,
+    ])
+    if options.print:
+        print(section)
+        return
+    write_section(BEGIN, END, section, "Optimality gap")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
