@@ -194,6 +194,43 @@ TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {
   EXPECT_THAT(run.out, HasSubstr("rerun with --budget"));
 }
 
+// The exact policy on a small model: a bound, a gap, its own plan, and the
+// bound in --json; compare --optimal and --bound put every plan against it.
+TEST(Cli, OptimalPrintsItsBoundAndEveryPlansGap) {
+  const std::string workload = "--model resnet18 --image 224 --batch 16 --budget 307MiB";
+  const CommandResult plan = Spillway("plan " + workload + " --policy optimal");
+  if (plan.out.find("needs CBC") != std::string::npos) GTEST_SKIP() << "built without CBC";
+  ASSERT_EQ(plan.exit_code, 0) << plan.out;
+  EXPECT_THAT(plan.out, HasSubstr("Bound        no plan that fits steps faster than"));
+  EXPECT_THAT(plan.out, HasSubstr("Gap          this plan is within +"));
+  EXPECT_THAT(plan.out, HasSubstr("Relaxation   its optimum's plan:"));
+
+  const CommandResult json = Spillway("plan " + workload + " --policy optimal --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const nlohmann::json result = nlohmann::json::parse(json.out);
+  const nlohmann::json& bound = result.at("lower_bound");
+  EXPECT_EQ(bound.at("method"), "milp");
+  EXPECT_TRUE(bound.at("solved").get<bool>());
+  EXPECT_LE(bound.at("step_time_s").get<double>(), result.at("step_time_s").get<double>());
+  EXPECT_GE(bound.at("step_time_s").get<double>(), result.at("none_step_time_s").get<double>());
+  EXPECT_GE(bound.at("gap").get<double>(), 0.0);
+
+  const CommandResult compare = Spillway("compare " + workload + " --optimal");
+  ASSERT_EQ(compare.exit_code, 0) << compare.out;
+  EXPECT_THAT(compare.out, HasSubstr("vs bound"));
+  EXPECT_THAT(compare.out, HasSubstr("\noptimal "));
+
+  const CommandResult lp = Spillway("compare " + workload + " --bound --json");
+  ASSERT_EQ(lp.exit_code, 0) << lp.out;
+  int gaps = 0;
+  for (const nlohmann::json& row : nlohmann::json::parse(lp.out)) {
+    if (!row.at("feasible").get<bool>()) continue;
+    EXPECT_GE(row.at("gap_to_bound").get<double>(), -1e-9) << row.at("policy");
+    ++gaps;
+  }
+  EXPECT_GE(gaps, 3);
+}
+
 TEST(Cli, PlanWritesATraceAPlotAndTheProgram) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/spillway_trace.json";
@@ -615,7 +652,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"inspect --onnx /nonexistent/m.onnx", "/nonexistent/m.onnx"},
                       BadInput{"inspect --onnx m.onnx --input-shape images", "NAME=DxDx"},
                       BadInput{"inspect --model resnet18 --loss cross-entropy", "--onnx"},
-                      BadInput{"train --onnx m.onnx", "needs --loss cross-entropy"}));
+                      BadInput{"train --onnx m.onnx", "needs --loss cross-entropy"},
+                      BadInput{"plan --model resnet18 --solver-time-limit 5",
+                               "--solver-time-limit applies to --policy optimal only"},
+                      BadInput{"plan --model resnet18 --policy optimal --write-model m.txt",
+                               "name the file *.lp (LP form) or *.mps (MPS form)"},
+                      BadInput{"plan --model resnet18 --policy optimal --solver-time-limit 0",
+                               "--solver-time-limit"},
+                      BadInput{"compare --model resnet18 --solver-time-limit 5",
+                               "--solver-time-limit applies with --optimal only"},
+                      BadInput{"plan --model resnet152 --image 32 --policy optimal --budget 1GiB",
+                               "at most 400 and 4000"}));
 
 // `spillway forward` on the tiny ONNX model, with an NCHW input from a .npy
 // file, against the model computed here in ONNX's own order.

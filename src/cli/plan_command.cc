@@ -23,6 +23,7 @@
 #include "nlohmann/json.hpp"
 #include "planner/planner.h"
 #include "planner/policies.h"
+#include "planner/step_relaxation.h"
 #include "sim/chrome_trace.h"
 #include "sim/memory_plot.h"
 #include "support/file_io.h"
@@ -45,6 +46,7 @@ struct PlanFlags {
   std::string program_path;
   bool json = false;
   planner::OptimalOptions optimal;  // plan --policy optimal only
+  bool bound = false;               // also prove a lower bound on the step
 };
 
 void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
@@ -69,6 +71,9 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
       ->capture_default_str();
   AddPlannerFlags(command, flags.planner);
+  command.add_flag("--bound", flags.bound,
+                   "Also prove a lower bound on the step of every plan that fits (a linear "
+                   "program solved by CBC; any graph size) and print each plan's gap to it");
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
 
@@ -122,6 +127,14 @@ absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name, PlanningWork
   return Run(*policy, workload, label.empty() ? std::string(name) : std::move(label));
 }
 
+// The lower bound of --bound, with a progress line while the solver runs.
+absl::StatusOr<planner::PlanResult::Bound> ProveBound(PlanningWorkload& workload) {
+  workload.progress.Begin("lower bound", workload.context->evaluations());
+  absl::StatusOr<planner::PlanResult::Bound> bound = planner::LowerBoundOnStep(*workload.context);
+  workload.progress.Clear();
+  return bound;
+}
+
 std::string Header(const PlanFlags& flags, const PlanningWorkload& workload) {
   return fmt::format("{} ({}) on {}, budget {}", DescribeWorkload(flags.workload), flags.optimizer,
                      workload.profile.name, FormatBytes(workload.budget_bytes));
@@ -171,7 +184,8 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
                             {"solve_s", bound.solve_s},
                             {"columns", bound.columns},
                             {"rows", bound.rows},
-                            {"returned", bound.returned}};
+                            {"method", bound.returned.empty() ? "lp" : "milp"}};
+    if (!bound.returned.empty()) entry["returned"] = bound.returned;
     // An infinite bound (nothing fits) is not a JSON number: null.
     if (std::isfinite(bound.step_s)) {
       entry["step_time_s"] = bound.step_s;
@@ -197,9 +211,12 @@ std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fr
 // What the exact policy proved, and what its own plan turned out to be.
 void PrintBound(std::ostream& out, const planner::PlanResult& result) {
   const planner::PlanResult::Bound& bound = *result.bound;
+  const bool alone = bound.returned.empty();  // --bound's LP, not the exact policy
+  const std::string ended = bound.solved ? "proven"
+                            : alone      ? "its time limit stopped the LP, so only none's step is"
+                                         : "best proven before --solver-time-limit stopped it";
   const std::string how =
-      fmt::format("{} by CBC in {:.2f} s, {} columns, {} rows",
-                  bound.solved ? "proven" : "best proven before --solver-time-limit stopped it",
+      fmt::format("{} by {} in {:.2f} s, {} columns, {} rows", ended, alone ? "an LP (Clp)" : "CBC",
                   bound.solve_s, bound.columns, bound.rows);
   if (!std::isfinite(bound.step_s)) {
     fmt::print(out, "Bound        no plan fits this budget ({})\n", how);
@@ -211,6 +228,7 @@ void PrintBound(std::ostream& out, const planner::PlanResult& result) {
     fmt::print(out, "Gap          this plan is within {} of that bound\n",
                Percent(result.best.step_time_s() / bound.step_s - 1.0));
   }
+  if (alone) return;
   if (bound.relaxation_plan) {
     fmt::print(out,
                "Relaxation   its optimum's plan: {:.4g} s, arena {} ({}); returned {}'s plan\n",
@@ -343,6 +361,9 @@ CommandRunner AddPlanCommand(CLI::App& app) {
       ASSIGN_OR_RETURN(policy, planner::MakePolicy(flags->policy));
     }
     ASSIGN_OR_RETURN(planner::PlanResult result, Run(*policy, *workload, flags->policy));
+    if (flags->bound && !result.bound.has_value()) {
+      ASSIGN_OR_RETURN(result.bound, ProveBound(*workload));
+    }
     const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
     OutputFiles files;
     if (!flags->trace_path.empty()) {
@@ -400,6 +421,11 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       results.push_back(std::move(result));
     }
     std::optional<double> bound_s;
+    std::optional<planner::PlanResult::Bound> proven;
+    if (flags->bound && !*with_optimal) {
+      ASSIGN_OR_RETURN(proven, ProveBound(*workload));
+      if (std::isfinite(proven->step_s)) bound_s = proven->step_s;
+    }
     if (*with_optimal) {
       planner::OptimalPolicy optimal(flags->optimal);
       ASSIGN_OR_RETURN(planner::PlanResult result,
@@ -446,11 +472,13 @@ CommandRunner AddCompareCommand(CLI::App& app) {
                               : "");
     }
     fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");
-    if (*with_optimal) {
-      const planner::PlanResult& optimal = results.back();
-      if (optimal.bound.has_value()) {
+    if (*with_optimal || proven.has_value()) {
+      planner::PlanResult bound_only;
+      bound_only.bound = proven;
+      const planner::PlanResult& holder = *with_optimal ? results.back() : bound_only;
+      if (holder.bound.has_value()) {
         fmt::print(out, "\n");
-        PrintBound(out, optimal);
+        PrintBound(out, holder);
       }
       if (bound_s.has_value()) {
         fmt::print(out,

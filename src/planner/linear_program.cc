@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "Cbc_C_Interface.h"
+#include "Clp_C_Interface.h"
 #include "support/status_macros.h"
 #endif
 
@@ -103,9 +104,16 @@ absl::Status Gunzip(const std::string& from, const std::string& to) {
   return absl::OkStatus();
 }
 
-// CBC's model of `program`: the matrix in compressed columns, names and
-// integrality.
-CbcModel Load(const LinearProgram& program) {
+// The program in compressed columns, with CBC's infinities: what both
+// solvers load.
+struct Matrix {
+  std::vector<CoinBigIndex> start = {0};
+  std::vector<int> index;
+  std::vector<double> value;
+  std::vector<double> column_lower, column_upper, objective, row_lower, row_upper;
+};
+
+Matrix Compress(const LinearProgram& program) {
   const std::vector<LinearProgram::Column>& columns = program.columns();
   const std::vector<LinearProgram::Row>& rows = program.rows();
   std::vector<std::vector<std::pair<int, double>>> by_column(columns.size());
@@ -114,28 +122,34 @@ CbcModel Load(const LinearProgram& program) {
       by_column[static_cast<size_t>(j)].emplace_back(static_cast<int>(i), coefficient);
     }
   }
-  std::vector<CoinBigIndex> start = {0};
-  std::vector<int> index;
-  std::vector<double> value;
-  std::vector<double> column_lower, column_upper, objective, row_lower, row_upper;
+  Matrix m;
   for (size_t j = 0; j < columns.size(); ++j) {
     for (const auto& [i, coefficient] : by_column[j]) {
-      index.push_back(i);
-      value.push_back(coefficient);
+      m.index.push_back(i);
+      m.value.push_back(coefficient);
     }
-    start.push_back(static_cast<CoinBigIndex>(index.size()));
-    column_lower.push_back(columns[j].lower);
-    column_upper.push_back(columns[j].upper == kInfinity ? kCbcInfinity : columns[j].upper);
-    objective.push_back(columns[j].objective);
+    m.start.push_back(static_cast<CoinBigIndex>(m.index.size()));
+    m.column_lower.push_back(columns[j].lower);
+    m.column_upper.push_back(columns[j].upper == kInfinity ? kCbcInfinity : columns[j].upper);
+    m.objective.push_back(columns[j].objective);
   }
   for (const LinearProgram::Row& row : rows) {
-    row_lower.push_back(row.lower == -kInfinity ? -kCbcInfinity : row.lower);
-    row_upper.push_back(row.upper == kInfinity ? kCbcInfinity : row.upper);
+    m.row_lower.push_back(row.lower == -kInfinity ? -kCbcInfinity : row.lower);
+    m.row_upper.push_back(row.upper == kInfinity ? kCbcInfinity : row.upper);
   }
+  return m;
+}
+
+// CBC's model of `program`: the matrix, names and integrality.
+CbcModel Load(const LinearProgram& program) {
+  const std::vector<LinearProgram::Column>& columns = program.columns();
+  const std::vector<LinearProgram::Row>& rows = program.rows();
+  const Matrix m = Compress(program);
   CbcModel model(Cbc_newModel());
   Cbc_loadProblem(model.get(), static_cast<int>(columns.size()), static_cast<int>(rows.size()),
-                  start.data(), index.data(), value.data(), column_lower.data(),
-                  column_upper.data(), objective.data(), row_lower.data(), row_upper.data());
+                  m.start.data(), m.index.data(), m.value.data(), m.column_lower.data(),
+                  m.column_upper.data(), m.objective.data(), m.row_lower.data(),
+                  m.row_upper.data());
   Cbc_setObjSense(model.get(), 1);
   for (size_t j = 0; j < columns.size(); ++j) {
     Cbc_setColName(model.get(), static_cast<int>(j), columns[j].name.c_str());
@@ -151,7 +165,38 @@ CbcModel Load(const LinearProgram& program) {
 
 bool HaveMilpSolver() { return true; }
 
+// A program without integer columns is an LP: Clp solves it (CBC's own
+// path for one reports it infeasible when it is not).
+SolverResult SolveLp(const LinearProgram& program, const SolverOptions& options) {
+  const auto begin = std::chrono::steady_clock::now();
+  const Matrix m = Compress(program);
+  std::unique_ptr<Clp_Simplex, void (*)(Clp_Simplex*)> model(Clp_newModel(), Clp_deleteModel);
+  Clp_loadProblem(model.get(), static_cast<int>(program.columns().size()),
+                  static_cast<int>(program.rows().size()), m.start.data(), m.index.data(),
+                  m.value.data(), m.column_lower.data(), m.column_upper.data(), m.objective.data(),
+                  m.row_lower.data(), m.row_upper.data());
+  Clp_setLogLevel(model.get(), 0);
+  Clp_setMaximumSeconds(model.get(), options.time_limit_s);
+  Clp_initialSolve(model.get());
+  SolverResult result;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  if (Clp_isProvenPrimalInfeasible(model.get())) {
+    result.status = SolverResult::Status::kInfeasible;
+  } else if (Clp_isProvenOptimal(model.get())) {
+    const double* solution = Clp_primalColumnSolution(model.get());
+    result.point.assign(solution, solution + program.columns().size());
+    result.objective = result.bound = Clp_objectiveValue(model.get());
+    result.status = SolverResult::Status::kOptimal;
+  } else {
+    result.status = SolverResult::Status::kStoppedWithoutSolution;
+  }
+  return result;
+}
+
 absl::StatusOr<SolverResult> SolveMilp(const LinearProgram& program, const SolverOptions& options) {
+  const bool integer = std::any_of(program.columns().begin(), program.columns().end(),
+                                   [](const LinearProgram::Column& c) { return c.integer; });
+  if (!integer) return SolveLp(program, options);
   const auto begin = std::chrono::steady_clock::now();
   CbcModel model = Load(program);
   Cbc_setLogLevel(model.get(), 0);

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "analysis/cost_model.h"
@@ -182,15 +184,16 @@ TEST(Optimal, ItsPlanIsNeverSlowerThanHybridsAndTheSameInputGivesTheSamePlan) {
   }
 }
 
-TEST(Optimal, TheHeuristicsPlansOfSmallModelsAreFeasiblePoints) {
+TEST(Optimal, TheHeuristicsPlansOfSmallModelsAreFeasiblePointsOfBothPrograms) {
   // The relaxation's argument on real graphs: batch norm, donation, several
   // readers, recomputation chains. Every heuristic's plan that fits must map
-  // to a feasible point, or the bound could be above a real plan.
+  // to a feasible point of the exact policy's program and of the reduced LP
+  // of LowerBoundOnStep, or a bound could be above a real plan.
   const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("v100-16g-nvlink2");
   const analysis::RooflineCostModel cost_model(profile);
-  for (const auto& [model, image] :
-       std::vector<std::pair<std::string, int64_t>>{{"resnet18", 64}, {"unet", 32}, {"gpt2", 16}}) {
-    const autodiff::TrainingGraph training = TrainingModel(model, image);
+  for (const auto& [model, image, batch] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+           {"resnet18", 64, 1}, {"resnet18", 96, 8}, {"unet", 32, 1}, {"gpt2", 16, 1}}) {
+    const autodiff::TrainingGraph training = TrainingModel(model, image, 16, batch);
     PlanningContext unbounded(training.graph, cost_model, profile,
                               {.budget_bytes = std::numeric_limits<int64_t>::max()});
     absl::StatusOr<Evaluation> none = unbounded.Evaluate(unbounded.KeepAll("none"));
@@ -198,21 +201,36 @@ TEST(Optimal, TheHeuristicsPlansOfSmallModelsAreFeasiblePoints) {
     const int64_t none_arena = none->arena_bytes();
     for (double fraction : {0.9, 0.75, 0.6}) {
       const int64_t budget = static_cast<int64_t>(fraction * static_cast<double>(none_arena));
-      SCOPED_TRACE(fmt::format("{} at {:.0f}% of none's arena", model, 100 * fraction));
+      SCOPED_TRACE(fmt::format("{} {}px batch {} at {:.0f}% of none's arena", model, image, batch,
+                               100 * fraction));
       PlanningContext context(training.graph, cost_model, profile, {.budget_bytes = budget});
-      absl::StatusOr<StepRelaxation> relaxation = StepRelaxation::Build(context);
-      ASSERT_TRUE(relaxation.ok()) << StatusMessage(relaxation.status());
+      const StepBoundOptions reduced;
+      absl::StatusOr<StepRelaxation> exact = StepRelaxation::Build(context);
+      absl::StatusOr<StepRelaxation> lp = StepRelaxation::Build(context, reduced.relaxation);
+      ASSERT_TRUE(exact.ok()) << StatusMessage(exact.status());
+      ASSERT_TRUE(lp.ok()) << StatusMessage(lp.status());
+      std::optional<PlanResult::Bound> bound;
+      if (HaveMilpSolver()) {
+        absl::StatusOr<PlanResult::Bound> proven = LowerBoundOnStep(context, reduced);
+        ASSERT_TRUE(proven.ok()) << StatusMessage(proven.status());
+        bound = *proven;
+      }
       for (const std::string& name : PolicyNames()) {
         absl::StatusOr<std::unique_ptr<Policy>> policy = MakePolicy(name);
         ASSERT_TRUE(policy.ok());
         absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
         ASSERT_TRUE(result.ok()) << name << ": " << StatusMessage(result.status());
         if (!result->feasible) continue;
-        std::string worst;
-        const double violation =
-            relaxation->program().MaxViolation(relaxation->PointOf(result->best), &worst);
-        EXPECT_LE(violation, kTolerance * (1 + result->best.step_time_s() * 1e6))
-            << name << "'s plan breaks '" << worst << "'";
+        const double tolerance = kTolerance * (1 + result->best.step_time_s() * 1e6);
+        for (const StepRelaxation* relaxation : {&*exact, &*lp}) {
+          std::string worst;
+          const double violation =
+              relaxation->program().MaxViolation(relaxation->PointOf(result->best), &worst);
+          EXPECT_LE(violation, tolerance) << name << "'s plan breaks '" << worst << "'";
+        }
+        if (bound.has_value()) {
+          EXPECT_LE(bound->step_s, result->best.step_time_s() * (1 + 1e-9)) << name;
+        }
       }
     }
   }

@@ -53,12 +53,25 @@ absl::StatusOr<std::vector<int64_t>> KeptBytesPerStep(const PlanningContext& con
 
 }  // namespace
 
-absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& context) {
+// `count` of `items` (sorted), evenly spaced, the last included; all of them
+// when `count` is 0 or not smaller.
+std::set<int> Spread(const std::set<int>& items, int count) {
+  if (count <= 0 || static_cast<int>(items.size()) <= count) return items;
+  const std::vector<int> all(items.begin(), items.end());
+  std::set<int> chosen;
+  for (int k = 0; k < count; ++k) {
+    chosen.insert(all[(all.size() - 1) * static_cast<size_t>(k + 1) / static_cast<size_t>(count)]);
+  }
+  return chosen;
+}
+
+absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& context,
+                                                     const RelaxationOptions& options) {
   const ir::Graph& graph = context.graph();
   const std::vector<ir::NodeId>& schedule = context.schedule();
   const int steps = static_cast<int>(schedule.size());
   const int saved = static_cast<int>(context.saved().size());
-  if (saved > kMaxRelaxationSavedTensors || steps > kMaxRelaxationSteps) {
+  if (options.exact_limits && (saved > kMaxRelaxationSavedTensors || steps > kMaxRelaxationSteps)) {
     return absl::InvalidArgumentError(fmt::format(
         "the graph is too large for the exact policy: {} saved tensors and {} schedule steps, "
         "where it takes at most {} and {}",
@@ -89,9 +102,40 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
 
   ASSIGN_OR_RETURN(const std::vector<int64_t> kept_bytes, KeptBytesPerStep(context));
   const int64_t budget = context.budget_bytes();
+  std::vector<std::pair<int64_t, int>> excess;  // (kept bytes, step) over the budget
   for (int s = 0; s < steps; ++s) {
-    if (kept_bytes[static_cast<size_t>(s)] > budget) relaxation.over_budget_.push_back(s);
+    if (kept_bytes[static_cast<size_t>(s)] > budget) {
+      excess.emplace_back(kept_bytes[static_cast<size_t>(s)], s);
+    }
   }
+  // A reduced program keeps the steps furthest over the budget, as many as
+  // its cap on `absent` columns allows: dropping a step's rows only loosens
+  // the relaxation.
+  if (options.max_absent_columns > 0) {
+    std::vector<int> spillable_at(static_cast<size_t>(steps) + 1, 0);  // a difference array
+    for (const autodiff::SavedTensor& tensor : context.saved()) {
+      if (!program::CanSpill(graph, tensor.value)) continue;
+      const int from = context.last_forward_read(tensor.value) + 1;
+      const int to = std::min(context.first_backward_read(tensor.value), steps);
+      if (from >= to) continue;
+      ++spillable_at[static_cast<size_t>(from)];
+      --spillable_at[static_cast<size_t>(to)];
+    }
+    for (int s = 1; s <= steps; ++s) {
+      spillable_at[static_cast<size_t>(s)] += spillable_at[static_cast<size_t>(s - 1)];
+    }
+    std::stable_sort(excess.begin(), excess.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    int64_t columns = 0;
+    size_t kept = 0;
+    for (; kept < excess.size(); ++kept) {
+      columns += spillable_at[static_cast<size_t>(excess[kept].second)];
+      if (columns > options.max_absent_columns) break;
+    }
+    excess.resize(kept);
+  }
+  for (const auto& [bytes, s] : excess) relaxation.over_budget_.push_back(s);
+  std::sort(relaxation.over_budget_.begin(), relaxation.over_budget_.end());
 
   program::Plan pins = context.KeepAll("pins");
   for (const autodiff::SavedTensor& tensor : context.saved()) {
@@ -113,7 +157,7 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
       return lp.AddColumn({.name = fmt::format("{}_{}", what, name),
                            .lower = fixed < 0 ? 0 : fixed,
                            .upper = fixed < 0 ? 1 : fixed,
-                           .integer = true});
+                           .integer = options.integer_decisions});
     };
     if (program::CanSpill(graph, value))
       t.spill = decision_column("spill", program::Decision::kSpill);
@@ -268,6 +312,9 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
     producer_steps.insert(t.producer_step);
     reader_steps.insert(t.first_backward_step);
   }
+  // A reduced program keeps some of the windows: each one alone is valid.
+  producer_steps = Spread(producer_steps, options.max_window_steps);
+  reader_steps = Spread(reader_steps, options.max_window_steps);
   auto copy_us = [&](const Tensor& t, analysis::CopyDirection direction) {
     return context.simulator().copy_seconds(t.bytes, direction) * kMicroseconds;
   };
@@ -407,6 +454,27 @@ program::Plan StepRelaxation::PlanOf(const std::vector<double>& point) const {
     }
   }
   return plan;
+}
+
+absl::StatusOr<PlanResult::Bound> LowerBoundOnStep(const PlanningContext& context,
+                                                   const StepBoundOptions& options) {
+  ASSIGN_OR_RETURN(const StepRelaxation relaxation,
+                   StepRelaxation::Build(context, options.relaxation));
+  ASSIGN_OR_RETURN(
+      const SolverResult solved,
+      SolveMilp(relaxation.program(), {.time_limit_s = options.time_limit_s, .start = {}}));
+  PlanResult::Bound bound;
+  bound.solved = solved.status == SolverResult::Status::kOptimal ||
+                 solved.status == SolverResult::Status::kInfeasible;
+  bound.step_s = solved.status == SolverResult::Status::kInfeasible
+                     ? kInfinity
+                     : StepRelaxation::Seconds(solved.bound);
+  // An LP stopped early has proven nothing better than the kept plan's step.
+  if (!bound.solved) bound.step_s = context.ideal_step_time_s();
+  bound.solve_s = solved.seconds;
+  bound.columns = static_cast<int>(relaxation.program().columns().size());
+  bound.rows = static_cast<int>(relaxation.program().rows().size());
+  return bound;
 }
 
 }  // namespace spillway::planner

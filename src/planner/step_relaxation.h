@@ -26,10 +26,26 @@ namespace spillway::planner {
 inline constexpr int kMaxRelaxationSavedTensors = 400;
 inline constexpr int kMaxRelaxationSteps = 4000;
 
+// What to build. The defaults are the exact policy's program; a lower bound
+// on a large graph (LowerBoundOnStep) reduces it. Every reduction drops rows
+// or integrality, so the program stays a relaxation and its bound stays a
+// bound, only a looser one.
+struct RelaxationOptions {
+  bool exact_limits = true;       // refuse graphs past kMaxRelaxation*
+  bool integer_decisions = true;  // false: spill and recompute in [0, 1] (an LP)
+  // Model memory only at the over-budget steps furthest over the budget, as
+  // many as keep the `absent` columns within this cap (0: every step).
+  int64_t max_absent_columns = 0;
+  // Copy windows from this many producer steps and to this many reader
+  // steps, evenly spread (0: all of them).
+  int max_window_steps = 0;
+};
+
 class StepRelaxation {
  public:
   // Errors: the graph is past the limits above (the message gives them).
-  static absl::StatusOr<StepRelaxation> Build(const PlanningContext& context);
+  static absl::StatusOr<StepRelaxation> Build(const PlanningContext& context,
+                                              const RelaxationOptions& options = {});
 
   const LinearProgram& program() const { return program_; }
   // Steps at which the graph with everything kept would exceed the budget:
@@ -81,5 +97,19 @@ class StepRelaxation {
   std::vector<int> start_column_;  // one per step: when its node starts
   int end_column_ = -1;            // when the step ends: the objective
 };
+
+// A lower bound on the step of every plan that fits, for a graph of any size:
+// the program reduced by `options` (by default an LP over the steps furthest
+// over the budget, up to 40,000 `absent` columns, and 32 copy windows each
+// way), solved by Clp.
+struct StepBoundOptions {
+  RelaxationOptions relaxation = {.exact_limits = false,
+                                  .integer_decisions = false,
+                                  .max_absent_columns = 40000,
+                                  .max_window_steps = 32};
+  double time_limit_s = 60;
+};
+absl::StatusOr<PlanResult::Bound> LowerBoundOnStep(const PlanningContext& context,
+                                                   const StepBoundOptions& options = {});
 
 }  // namespace spillway::planner

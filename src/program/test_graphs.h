@@ -57,10 +57,12 @@ inline ir::Graph ParseOrDie(std::string_view text) {
 }
 
 // The training graph of a built-in model at a small size: `image` pixels
-// square for the image models, `seq_len` tokens and 2 layers for gpt2.
+// square for the image models, `seq_len` tokens and 2 layers for gpt2;
+// `batch` samples.
 inline autodiff::TrainingGraph TrainingModel(std::string_view name, int64_t image,
-                                             int64_t seq_len = 16) {
+                                             int64_t seq_len = 16, int64_t batch = 1) {
   models::ModelOptions options;
+  options.batch = batch;
   options.height = options.width = image;
   options.classes = 10;
   options.seq_len = seq_len;
