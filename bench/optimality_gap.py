@@ -120,8 +120,9 @@ def main():
             f"{100 * max(hybrid_vs_optimal, default=0):.1f}% and on average "
             f"{100 * statistics.mean(hybrid_vs_optimal or [0]):.1f}%.")
     if unsolved:
-        summary.append(f"{unsolved} programs were stopped by the solver's time limit "
-                       f"({options.solver_time_limit} s): their bound is the best proven then.")
+        summary.append(f"{unsolved} of the programs {'was' if unsolved == 1 else 'were'} "
+                       f"stopped by the solver's time limit ({options.solver_time_limit} s): "
+                       "the bound there is the best proven by then.")
     section = "\n".join([
         BEGIN,
         f"Generated {today} by `bench/optimality_gap.py` on {platform.node()} "

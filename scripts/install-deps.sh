@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libdnnl-dev coinor-libcbc-dev libpng-dev libjpeg-dev
+  libdnnl-dev coinor-libcbc-dev zlib1g-dev libpng-dev libjpeg-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   clang-format clang-tidy
   clang libclang-rt-14-dev

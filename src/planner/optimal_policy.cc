@@ -23,12 +23,14 @@ constexpr double kPointTolerance = 1e-6;  // in the program's units (us, KiB)
 }  // namespace
 
 absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
+  // The size limits first: a graph too large is refused the same way with or
+  // without a solver.
+  ASSIGN_OR_RETURN(const StepRelaxation relaxation, StepRelaxation::Build(context));
   if (!HaveMilpSolver()) {
     return absl::FailedPreconditionError(
         "the optimal policy needs CBC, which this build was configured without: install "
         "coinor-libcbc-dev (scripts/install-deps.sh) and configure again");
   }
-  ASSIGN_OR_RETURN(const StepRelaxation relaxation, StepRelaxation::Build(context));
   const LinearProgram& program = relaxation.program();
   if (!options_.model_path.empty()) RETURN_IF_ERROR(WriteMilp(program, options_.model_path));
 
