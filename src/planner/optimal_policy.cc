@@ -57,15 +57,7 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
 
   ASSIGN_OR_RETURN(const SolverResult solved, SolveMilp(program, solver));
   PlanResult result;
-  PlanResult::Bound bound;
-  bound.solved = solved.status == SolverResult::Status::kOptimal ||
-                 solved.status == SolverResult::Status::kInfeasible;
-  bound.step_s = solved.status == SolverResult::Status::kInfeasible
-                     ? kInfinity
-                     : StepRelaxation::Seconds(solved.bound);
-  bound.solve_s = solved.seconds;
-  bound.columns = static_cast<int>(program.columns().size());
-  bound.rows = static_cast<int>(program.rows().size());
+  PlanResult::Bound bound = relaxation.BoundOf(solved);
   result.hit_time_limit = !bound.solved;
 
   std::optional<Evaluation> own;

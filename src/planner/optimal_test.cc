@@ -21,6 +21,7 @@
 #include "planner/planner.h"
 #include "planner/policies.h"
 #include "planner/step_relaxation.h"
+#include "planner/test_workload.h"
 #include "program/test_graphs.h"
 #include "support/check.h"
 #include "support/status_macros.h"
@@ -100,16 +101,9 @@ std::vector<program::Plan> EveryPlan(const PlanningContext& context) {
   return plans;
 }
 
-struct Ladder {
-  explicit Ladder(std::string_view hardware, int64_t budget_bytes, std::string_view text = kLadder)
-      : graph(ParseOrDie(text)),
-        profile(*analysis::LoadHardwareProfile(hardware)),
-        cost_model(profile),
-        context(graph, cost_model, profile, {.budget_bytes = budget_bytes}) {}
-  ir::Graph graph;
-  analysis::HardwareProfile profile;
-  analysis::RooflineCostModel cost_model;
-  PlanningContext context;
+struct Ladder : testing::TestWorkload {
+  Ladder(std::string_view hardware, int64_t budget_bytes, std::string_view text = kLadder)
+      : TestWorkload(text, hardware, budget_bytes) {}
 };
 
 TEST(Optimal, EveryPlanThatFitsIsAFeasiblePointAndTheBoundIsBelowTheBestOfThem) {

@@ -159,8 +159,9 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
                            .upper = fixed < 0 ? 1 : fixed,
                            .integer = options.integer_decisions});
     };
-    if (program::CanSpill(graph, value))
+    if (program::CanSpill(graph, value)) {
       t.spill = decision_column("spill", program::Decision::kSpill);
+    }
     if (program::CanRecompute(graph, value)) {
       t.recompute = decision_column("recompute", program::Decision::kRecompute);
     }
@@ -283,6 +284,16 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
     lp.AddRow(std::move(row));
   }
 
+  // The spilled tensors that may be absent at each over-budget step.
+  struct Absent {
+    const Tensor* tensor;
+    int column;
+  };
+  std::map<int, std::vector<Absent>> absent_at;
+  for (const Tensor& t : tensors) {
+    for (const auto& [step, column] : t.absent) absent_at[step].push_back({&t, column});
+  }
+
   // Memory: at the start of each over-budget step's node, what is absent,
   // spilled or recomputed, must bring the kept bytes within the budget.
   for (int q : relaxation.over_budget_) {
@@ -291,12 +302,11 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
         .terms = {},
         .lower = static_cast<double>(kept_bytes[static_cast<size_t>(q)] - budget) / kKiB};
     for (const Tensor& t : tensors) {
-      if (q <= t.last_forward_step || q >= t.first_backward_step) continue;
-      if (t.recompute >= 0) row.terms.emplace_back(t.recompute, t.kib);
-      for (const auto& [step, column] : t.absent) {
-        if (step == q) row.terms.emplace_back(column, t.kib);
-      }
+      if (t.recompute < 0 || q <= t.last_forward_step || q >= t.first_backward_step) continue;
+      row.terms.emplace_back(t.recompute, t.kib);
     }
+    for (const Absent& absent : absent_at[q])
+      row.terms.emplace_back(absent.column, absent.tensor->kib);
     lp.AddRow(std::move(row));
   }
 
@@ -324,13 +334,10 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
       LinearProgram::Row row{.name = fmt::format("d2h_{}_{}", p, q),
                              .terms = {},
                              .lower = duration[static_cast<size_t>(p)]};
-      for (const Tensor& t : tensors) {
-        if (t.producer_step < p) continue;
-        for (const auto& [step, column] : t.absent) {
-          if (step == q) {
-            row.terms.emplace_back(column, -copy_us(t, analysis::CopyDirection::kDeviceToHost));
-          }
-        }
+      for (const Absent& absent : absent_at[q]) {
+        if (absent.tensor->producer_step < p) continue;
+        row.terms.emplace_back(absent.column,
+                               -copy_us(*absent.tensor, analysis::CopyDirection::kDeviceToHost));
       }
       if (row.terms.empty()) continue;
       row.terms.emplace_back(start[static_cast<size_t>(q)], 1);
@@ -340,13 +347,10 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
     for (int s : reader_steps) {
       if (s <= q) continue;
       LinearProgram::Row row{.name = fmt::format("h2d_{}_{}", q, s), .terms = {}, .lower = 0};
-      for (const Tensor& t : tensors) {
-        if (t.first_backward_step > s) continue;
-        for (const auto& [step, column] : t.absent) {
-          if (step == q) {
-            row.terms.emplace_back(column, -copy_us(t, analysis::CopyDirection::kHostToDevice));
-          }
-        }
+      for (const Absent& absent : absent_at[q]) {
+        if (absent.tensor->first_backward_step > s) continue;
+        row.terms.emplace_back(absent.column,
+                               -copy_us(*absent.tensor, analysis::CopyDirection::kHostToDevice));
       }
       if (row.terms.empty()) continue;
       row.terms.emplace_back(start[static_cast<size_t>(s)], 1);
@@ -456,6 +460,21 @@ program::Plan StepRelaxation::PlanOf(const std::vector<double>& point) const {
   return plan;
 }
 
+PlanResult::Bound StepRelaxation::BoundOf(const SolverResult& solved) const {
+  PlanResult::Bound bound;
+  bound.solved = solved.status == SolverResult::Status::kOptimal ||
+                 solved.status == SolverResult::Status::kInfeasible;
+  // Every plan runs every node: none's step is a bound too, and the only one
+  // when the solver stopped before proving anything better.
+  bound.step_s = solved.status == SolverResult::Status::kInfeasible
+                     ? kInfinity
+                     : std::max(Seconds(solved.bound), context_->ideal_step_time_s());
+  bound.solve_s = solved.seconds;
+  bound.columns = static_cast<int>(program_.columns().size());
+  bound.rows = static_cast<int>(program_.rows().size());
+  return bound;
+}
+
 absl::StatusOr<PlanResult::Bound> LowerBoundOnStep(const PlanningContext& context,
                                                    const StepBoundOptions& options) {
   ASSIGN_OR_RETURN(const StepRelaxation relaxation,
@@ -463,18 +482,7 @@ absl::StatusOr<PlanResult::Bound> LowerBoundOnStep(const PlanningContext& contex
   ASSIGN_OR_RETURN(
       const SolverResult solved,
       SolveMilp(relaxation.program(), {.time_limit_s = options.time_limit_s, .start = {}}));
-  PlanResult::Bound bound;
-  bound.solved = solved.status == SolverResult::Status::kOptimal ||
-                 solved.status == SolverResult::Status::kInfeasible;
-  bound.step_s = solved.status == SolverResult::Status::kInfeasible
-                     ? kInfinity
-                     : StepRelaxation::Seconds(solved.bound);
-  // An LP stopped early has proven nothing better than the kept plan's step.
-  if (!bound.solved) bound.step_s = context.ideal_step_time_s();
-  bound.solve_s = solved.seconds;
-  bound.columns = static_cast<int>(relaxation.program().columns().size());
-  bound.rows = static_cast<int>(relaxation.program().rows().size());
-  return bound;
+  return relaxation.BoundOf(solved);
 }
 
 }  // namespace spillway::planner

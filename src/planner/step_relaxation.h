@@ -62,6 +62,10 @@ class StepRelaxation {
   // fits the budget, with the plan's step as its objective.
   std::vector<double> PointOf(const Evaluation& evaluation) const;
 
+  // What a solver's result proves: its bound in seconds (never below none's
+  // step, which every plan takes at least), and the program's size.
+  PlanResult::Bound BoundOf(const SolverResult& solved) const;
+
   // The Plan a solution describes: its decisions, and each spilled tensor
   // fetched after the last step at which the solution has it absent.
   program::Plan PlanOf(const std::vector<double>& point) const;

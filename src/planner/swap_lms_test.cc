@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "planner/planner.h"
 #include "planner/policies.h"
+#include "planner/test_workload.h"
 #include "program/test_graphs.h"
 #include "support/check.h"
 #include "support/status_macros.h"
@@ -45,19 +46,9 @@ constexpr std::string_view kLadder = R"(graph ladder {
 }
 )";
 
-struct Ladder {
+struct Ladder : testing::TestWorkload {
   explicit Ladder(int64_t budget_bytes = int64_t{1} << 40)
-      : graph(ParseOrDie(kLadder)),
-        profile(*analysis::LoadHardwareProfile("v100-16g-nvlink2")),
-        cost_model(profile),
-        context(graph, cost_model, profile, {.budget_bytes = budget_bytes}) {}
-  ir::ValueId Value(std::string_view name) const { return *graph.FindValue(name); }
-  ir::NodeId Node(std::string_view name) const { return *graph.FindNode(name); }
-
-  ir::Graph graph;
-  analysis::HardwareProfile profile;
-  analysis::RooflineCostModel cost_model;
-  PlanningContext context;
+      : TestWorkload(kLadder, "v100-16g-nvlink2", budget_bytes) {}
 };
 
 TEST(SwapLms, LevelsCountTheLongestPathFromTheGraphInputs) {
