@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,10 +128,24 @@ absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name, PlanningWork
   return Run(*policy, workload, label.empty() ? std::string(name) : std::move(label));
 }
 
+// The progress line while the exact policy's solver runs (it reports
+// nothing until it ends).
+std::function<void()> SolvingLabel(PlanningWorkload& workload, double limit_s) {
+  return [&workload, limit_s] {
+    workload.progress.Begin(
+        fmt::format("optimal: CBC solving its integer program (at most {:g} s)", limit_s),
+        workload.context->evaluations());
+  };
+}
+
 // The lower bound of --bound, with a progress line while the solver runs.
 absl::StatusOr<planner::PlanResult::Bound> ProveBound(PlanningWorkload& workload) {
-  workload.progress.Begin("lower bound", workload.context->evaluations());
-  absl::StatusOr<planner::PlanResult::Bound> bound = planner::LowerBoundOnStep(*workload.context);
+  const planner::StepBoundOptions options;
+  workload.progress.Begin(
+      fmt::format("lower bound: Clp solving its LP (at most {:g} s)", options.time_limit_s),
+      workload.context->evaluations());
+  absl::StatusOr<planner::PlanResult::Bound> bound =
+      planner::LowerBoundOnStep(*workload.context, options);
   workload.progress.Clear();
   return bound;
 }
@@ -356,7 +371,9 @@ CommandRunner AddPlanCommand(CLI::App& app) {
     ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload));
     std::unique_ptr<planner::Policy> policy;
     if (optimal) {
-      policy = std::make_unique<planner::OptimalPolicy>(flags->optimal);
+      planner::OptimalOptions options = flags->optimal;
+      options.solving = SolvingLabel(*workload, options.solver_time_limit_s);
+      policy = std::make_unique<planner::OptimalPolicy>(options);
     } else {
       ASSIGN_OR_RETURN(policy, planner::MakePolicy(flags->policy));
     }
@@ -427,7 +444,9 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       if (std::isfinite(proven->step_s)) bound_s = proven->step_s;
     }
     if (*with_optimal) {
-      planner::OptimalPolicy optimal(flags->optimal);
+      planner::OptimalOptions options = flags->optimal;
+      options.solving = SolvingLabel(*workload, options.solver_time_limit_s);
+      planner::OptimalPolicy optimal(options);
       ASSIGN_OR_RETURN(planner::PlanResult result,
                        Run(optimal, *workload, fmt::format("optimal ({}/{})", total, total)));
       if (result.bound.has_value() && std::isfinite(result.bound->step_s)) {

@@ -55,6 +55,7 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
     }
   }
 
+  if (options_.solving) options_.solving();
   ASSIGN_OR_RETURN(const SolverResult solved, SolveMilp(program, solver));
   PlanResult result;
   PlanResult::Bound bound = relaxation.BoundOf(solved);

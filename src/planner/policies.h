@@ -2,6 +2,7 @@
 // does it and why.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -265,6 +266,9 @@ struct OptimalOptions {
   bool start_from_hybrid = true;
   // Also write the integer program here (.lp or .mps), for other solvers.
   std::string model_path;
+  // Called as the solver starts (a command shows it on a terminal: the
+  // solver reports nothing until it ends).
+  std::function<void()> solving = nullptr;
 };
 
 // The ruler, not a member of the portfolio: an integer program over every
