@@ -190,7 +190,8 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
                       {"start_step_time_s", refinement.start_step_s},
                       {"step_time_s", refinement.step_s},
                       {"evaluations", refinement.evaluations},
-                      {"finished", refinement.finished}});
+                      {"finished", refinement.finished},
+                      {"stopped_by_time_limit", refinement.timed_out}});
     }
   }
   if (result.bound.has_value()) {
@@ -269,9 +270,12 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
   if (result.race.empty()) return;
   std::vector<std::string> entries;
   for (const planner::PlanResult::Refinement& refinement : result.race) {
-    entries.push_back(fmt::format(
-        "{} {:.4g} -> {:.4g} s ({} candidates{})", refinement.start, refinement.start_step_s,
-        refinement.step_s, refinement.evaluations, refinement.finished ? "" : ", left the race"));
+    entries.push_back(fmt::format("{} {:.4g} -> {:.4g} s ({} candidates{})", refinement.start,
+                                  refinement.start_step_s, refinement.step_s,
+                                  refinement.evaluations,
+                                  refinement.finished    ? ""
+                                  : refinement.timed_out ? ", stopped by --time-limit"
+                                                         : ", left the race"));
   }
   fmt::print(out, "Race         {}\n", fmt::join(entries, "; "));
 }

@@ -59,7 +59,8 @@ struct Refinement {
   bool in_pass = false;               // a pass is under way (its slice ended first)
   double pass_start_s = 0;            // the step time when that pass began
   bool lead_cap_searched = false;
-  bool done = false;  // converged, or stopped by a limit
+  bool done = false;       // converged, or stopped by a limit
+  bool left_race = false;  // dropped behind the leader before its end
 };
 
 class HybridPlanner {
@@ -123,7 +124,8 @@ class HybridPlanner {
                              .start_step_s = refinement.loaded_s,
                              .step_s = refinement.current->step_time_s(),
                              .evaluations = refinement.evaluations,
-                             .finished = refinement.done});
+                             .finished = refinement.done,
+                             .timed_out = !refinement.done && !refinement.left_race});
     }
     for (Refinement& refinement : refinements) {
       if (Better(*refinement.current, result.best, context_.budget_bytes())) {
@@ -199,7 +201,8 @@ class HybridPlanner {
         if (std::isinf(options_.race_gain_credit)) return false;
         const double hoped_s =
             refinements[i].current->step_time_s() - options_.race_gain_credit * gain[i];
-        return i != best && !(hoped_s < best_s);
+        refinements[i].left_race = i != best && !(hoped_s < best_s);
+        return refinements[i].left_race;
       });
       quota = quota > std::numeric_limits<int>::max() / 2 ? quota : 2 * quota;
     }

@@ -92,7 +92,10 @@ struct PlanResult {
     double start_step_s = 0;  // the start's plan as per-tensor decisions express it
     double step_s = 0;        // where its refinement stopped
     int evaluations = 0;      // candidate plans it considered
-    bool finished = false;    // it ran to its end; false: it left the race behind the leader
+    bool finished = false;    // it ran to its end
+    // Neither finished nor left behind the leader: the wall-clock safety net
+    // stopped it (or stopped the race before its turn).
+    bool timed_out = false;
   };
   std::vector<Refinement> race;
   // optimal: what the integer program proved (docs/planner.md).

@@ -806,6 +806,18 @@ TEST(HybridPolicy, TheTimeLimitStopsThePortfolioToo) {
     const PlanResult converged = RunOrDie(name, free_run.context);
     EXPECT_FALSE(converged.hit_time_limit);
     EXPECT_LT(result.evaluations, converged.evaluations);
+    // The race says which refinements the limit stopped, not that they
+    // fell behind; a free run has none.
+    for (const PlanResult::Refinement& refinement : result.race) {
+      EXPECT_TRUE(refinement.timed_out) << refinement.start;
+      EXPECT_FALSE(refinement.finished) << refinement.start;
+    }
+    for (const PlanResult::Refinement& refinement : converged.race) {
+      EXPECT_FALSE(refinement.timed_out) << refinement.start;
+    }
+    if (name == "hybrid") {
+      EXPECT_FALSE(result.race.empty());
+    }
   }
 }
 
