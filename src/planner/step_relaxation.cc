@@ -51,8 +51,6 @@ absl::StatusOr<std::vector<int64_t>> KeptBytesPerStep(const PlanningContext& con
   return bytes;
 }
 
-}  // namespace
-
 // `count` of `items` (sorted), evenly spaced, the last included; all of them
 // when `count` is 0 or not smaller.
 std::set<int> Spread(const std::set<int>& items, int count) {
@@ -64,6 +62,84 @@ std::set<int> Spread(const std::set<int>& items, int count) {
   }
   return chosen;
 }
+
+// The steps whose kept bytes exceed the budget, in order. A reduced program
+// keeps those furthest over it, as many as its cap on `absent` columns
+// allows: dropping a step's rows only loosens the relaxation.
+std::vector<int> OverBudgetSteps(const PlanningContext& context,
+                                 const std::vector<int64_t>& kept_bytes,
+                                 const RelaxationOptions& options) {
+  const int steps = static_cast<int>(kept_bytes.size());
+  std::vector<std::pair<int64_t, int>> excess;  // (kept bytes, step)
+  for (int s = 0; s < steps; ++s) {
+    if (kept_bytes[static_cast<size_t>(s)] > context.budget_bytes()) {
+      excess.emplace_back(kept_bytes[static_cast<size_t>(s)], s);
+    }
+  }
+  if (options.max_absent_columns > 0) {
+    // How many spillable tensors' gaps cover each step: its absent columns.
+    std::vector<int> spillable_at(static_cast<size_t>(steps) + 1, 0);  // a difference array
+    for (const autodiff::SavedTensor& tensor : context.saved()) {
+      if (!program::CanSpill(context.graph(), tensor.value)) continue;
+      const int from = context.last_forward_read(tensor.value) + 1;
+      const int to = std::min(context.first_backward_read(tensor.value), steps);
+      if (from >= to) continue;
+      ++spillable_at[static_cast<size_t>(from)];
+      --spillable_at[static_cast<size_t>(to)];
+    }
+    for (int s = 1; s <= steps; ++s) {
+      spillable_at[static_cast<size_t>(s)] += spillable_at[static_cast<size_t>(s - 1)];
+    }
+    std::stable_sort(excess.begin(), excess.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    int64_t columns = 0;
+    size_t kept = 0;
+    for (; kept < excess.size(); ++kept) {
+      columns += spillable_at[static_cast<size_t>(excess[kept].second)];
+      if (columns > options.max_absent_columns) break;
+    }
+    excess.resize(kept);
+  }
+  std::vector<int> chosen;
+  for (const auto& [bytes, s] : excess) chosen.push_back(s);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+// The forward nodes that recomputing the value each of `producers` makes
+// must re-run besides the producer itself: those of every input no plan keeps
+// past the forward pass (a value only forward nodes read is freed after its
+// last reader), back to saved tensors, graph inputs and graph outputs. Each
+// node with the indices of the producers that need it.
+std::map<ir::NodeId, std::vector<size_t>> UnkeptInputs(const PlanningContext& context,
+                                                       const std::vector<ir::NodeId>& producers) {
+  const ir::Graph& graph = context.graph();
+  std::vector<char> resident(static_cast<size_t>(graph.num_values()), 0);
+  for (ir::ValueId value : graph.inputs()) resident[static_cast<size_t>(value)] = 1;
+  for (ir::ValueId value : graph.outputs()) resident[static_cast<size_t>(value)] = 1;
+  for (const autodiff::SavedTensor& tensor : context.saved()) {
+    resident[static_cast<size_t>(tensor.value)] = 1;
+  }
+  std::map<ir::NodeId, std::vector<size_t>> needed_by;
+  for (size_t i = 0; i < producers.size(); ++i) {
+    std::set<ir::NodeId> seen;
+    std::vector<ir::ValueId> stack(graph.node(producers[i]).inputs);
+    while (!stack.empty()) {
+      const ir::ValueId value = stack.back();
+      stack.pop_back();
+      const ir::NodeId node = graph.value(value).producer;
+      if (resident[static_cast<size_t>(value)] || node == ir::kNoNode ||
+          graph.node(node).phase != ir::Phase::kForward || !seen.insert(node).second) {
+        continue;
+      }
+      needed_by[node].push_back(i);
+      for (ir::ValueId input : graph.node(node).inputs) stack.push_back(input);
+    }
+  }
+  return needed_by;
+}
+
+}  // namespace
 
 absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& context,
                                                      const RelaxationOptions& options) {
@@ -102,40 +178,7 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
 
   ASSIGN_OR_RETURN(const std::vector<int64_t> kept_bytes, KeptBytesPerStep(context));
   const int64_t budget = context.budget_bytes();
-  std::vector<std::pair<int64_t, int>> excess;  // (kept bytes, step) over the budget
-  for (int s = 0; s < steps; ++s) {
-    if (kept_bytes[static_cast<size_t>(s)] > budget) {
-      excess.emplace_back(kept_bytes[static_cast<size_t>(s)], s);
-    }
-  }
-  // A reduced program keeps the steps furthest over the budget, as many as
-  // its cap on `absent` columns allows: dropping a step's rows only loosens
-  // the relaxation.
-  if (options.max_absent_columns > 0) {
-    std::vector<int> spillable_at(static_cast<size_t>(steps) + 1, 0);  // a difference array
-    for (const autodiff::SavedTensor& tensor : context.saved()) {
-      if (!program::CanSpill(graph, tensor.value)) continue;
-      const int from = context.last_forward_read(tensor.value) + 1;
-      const int to = std::min(context.first_backward_read(tensor.value), steps);
-      if (from >= to) continue;
-      ++spillable_at[static_cast<size_t>(from)];
-      --spillable_at[static_cast<size_t>(to)];
-    }
-    for (int s = 1; s <= steps; ++s) {
-      spillable_at[static_cast<size_t>(s)] += spillable_at[static_cast<size_t>(s - 1)];
-    }
-    std::stable_sort(excess.begin(), excess.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
-    int64_t columns = 0;
-    size_t kept = 0;
-    for (; kept < excess.size(); ++kept) {
-      columns += spillable_at[static_cast<size_t>(excess[kept].second)];
-      if (columns > options.max_absent_columns) break;
-    }
-    excess.resize(kept);
-  }
-  for (const auto& [bytes, s] : excess) relaxation.over_budget_.push_back(s);
-  std::sort(relaxation.over_budget_.begin(), relaxation.over_budget_.end());
+  relaxation.over_budget_ = OverBudgetSteps(context, kept_bytes, options);
 
   program::Plan pins = context.KeepAll("pins");
   for (const autodiff::SavedTensor& tensor : context.saved()) {
@@ -207,34 +250,19 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
   std::vector<double> recompute_us(tensors.size(), 0);
   std::vector<std::pair<int, double>> shared_rebuilds;  // (column, microseconds)
   {
-    std::vector<char> resident(static_cast<size_t>(graph.num_values()), 0);
-    for (ir::ValueId value : graph.inputs()) resident[static_cast<size_t>(value)] = 1;
-    for (ir::ValueId value : graph.outputs()) resident[static_cast<size_t>(value)] = 1;
-    for (const autodiff::SavedTensor& tensor : context.saved()) {
-      resident[static_cast<size_t>(tensor.value)] = 1;
-    }
-    std::vector<std::vector<ir::NodeId>> needs(tensors.size());
-    std::map<ir::NodeId, std::vector<size_t>> needed_by;
+    std::vector<size_t> recomputable;  // indices into tensors
+    std::vector<ir::NodeId> producers;
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (tensors[i].recompute < 0) continue;
       const ir::NodeId producer = schedule[static_cast<size_t>(tensors[i].producer_step)];
-      std::set<ir::NodeId> seen;
-      std::vector<ir::ValueId> stack(graph.node(producer).inputs);
-      while (!stack.empty()) {
-        const ir::ValueId value = stack.back();
-        stack.pop_back();
-        const ir::NodeId node = graph.value(value).producer;
-        if (resident[static_cast<size_t>(value)] || node == ir::kNoNode ||
-            graph.node(node).phase != ir::Phase::kForward || !seen.insert(node).second) {
-          continue;
-        }
-        needed_by[node].push_back(i);
-        for (ir::ValueId input : graph.node(node).inputs) stack.push_back(input);
-      }
+      recomputable.push_back(i);
+      producers.push_back(producer);
       recompute_us[i] = context.simulator().node_seconds(producer) * kMicroseconds;
     }
-    for (const auto& [node, users] : needed_by) {
+    for (const auto& [node, needers] : UnkeptInputs(context, producers)) {
       const double us = context.simulator().node_seconds(node) * kMicroseconds;
+      std::vector<size_t> users;
+      for (size_t k : needers) users.push_back(recomputable[k]);
       if (users.size() == 1) {
         recompute_us[users.front()] += us;
         continue;
@@ -248,7 +276,7 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
                    .lower = 0});
       }
       shared_rebuilds.emplace_back(rebuilt, us);
-      relaxation.rebuilt_.push_back({rebuilt, users});
+      relaxation.rebuilt_.push_back({rebuilt, std::move(users)});
     }
   }
 
