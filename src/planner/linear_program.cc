@@ -161,10 +161,6 @@ CbcModel Load(const LinearProgram& program) {
   return model;
 }
 
-}  // namespace
-
-bool HaveMilpSolver() { return true; }
-
 // A program without integer columns is an LP: Clp solves it (CBC's own
 // path for one reports it infeasible when it is not).
 SolverResult SolveLp(const LinearProgram& program, const SolverOptions& options) {
@@ -192,6 +188,10 @@ SolverResult SolveLp(const LinearProgram& program, const SolverOptions& options)
   }
   return result;
 }
+
+}  // namespace
+
+bool HaveMilpSolver() { return true; }
 
 absl::StatusOr<SolverResult> SolveMilp(const LinearProgram& program, const SolverOptions& options) {
   const bool integer = std::any_of(program.columns().begin(), program.columns().end(),
