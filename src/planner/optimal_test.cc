@@ -230,7 +230,7 @@ TEST(Optimal, TheHeuristicsPlansOfSmallModelsAreFeasiblePointsOfBothPrograms) {
   }
 }
 
-TEST(Optimal, AGraphPastTheLimitsIsRefusedWithTheLimits) {
+TEST(Optimal, AGraphPastTheLimitsIsRefusedWithTheLimitsAndBoundedByAReducedProgram) {
   const autodiff::TrainingGraph training = TrainingModel("resnet152", 32);
   const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("v100-16g-nvlink2");
   const analysis::RooflineCostModel cost_model(profile);
@@ -243,6 +243,20 @@ TEST(Optimal, AGraphPastTheLimitsIsRefusedWithTheLimits) {
                 fmt::format("at most {} and {}", kMaxRelaxationSavedTensors, kMaxRelaxationSteps)),
             std::string::npos)
       << relaxation.status().message();
+  // --bound's reduced program takes it, within its cap on absent columns
+  // even at a budget that every step is over.
+  PlanningContext tight(training.graph, cost_model, profile, {.budget_bytes = 1});
+  const StepBoundOptions reduced;
+  absl::StatusOr<StepRelaxation> lp = StepRelaxation::Build(tight, reduced.relaxation);
+  ASSERT_TRUE(lp.ok()) << StatusMessage(lp.status());
+  int64_t absent = 0;
+  for (const LinearProgram::Column& column : lp->program().columns()) {
+    absent += column.name.starts_with("absent_") ? 1 : 0;
+    EXPECT_FALSE(column.integer) << column.name;
+  }
+  EXPECT_GT(absent, 0);
+  EXPECT_LE(absent, reduced.relaxation.max_absent_columns);
+  EXPECT_LT(lp->over_budget_steps(), static_cast<int>(tight.schedule().size()));
 }
 
 TEST(Optimal, TheModelIsWrittenInLpAndMpsForm) {
