@@ -174,6 +174,10 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
       {"recompute_flops", simulation.recompute_flops},
       {"recompute_s", simulation.recompute_s},
       {"compute_stall_s", simulation.streams[0].stall_s},
+      {"compute_stall_fetch_s", simulation.compute_stalls.fetch_s},
+      {"compute_stall_memory_s", simulation.compute_stalls.memory_s},
+      {"compute_stall_other_s",
+       simulation.compute_stalls.spill_s + simulation.compute_stalls.other_s},
       {"spilled_tensors", plan.Count(program::Decision::kSpill)},
       {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
       {"planning_ms", result.planning_s * 1e3},
@@ -307,8 +311,12 @@ void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload
   fmt::print(out, "Recompute    {}FLOP in {:.3g} s ({} tensors)\n",
              FormatCount(static_cast<double>(simulation.recompute_flops)), simulation.recompute_s,
              plan.Count(program::Decision::kRecompute));
-  fmt::print(out, "Stalls       compute stream waits {:.3g} s for copies and memory\n",
-             simulation.streams[0].stall_s);
+  const sim::SimulationResult::ComputeStalls& stalls = simulation.compute_stalls;
+  fmt::print(out,
+             "Stalls       compute stream waits {:.3g} s: {:.3g} s for fetches, {:.3g} s for arena "
+             "bytes not yet released (a spill still copying out), {:.3g} s other\n",
+             simulation.streams[0].stall_s, stalls.fetch_s, stalls.memory_s,
+             stalls.spill_s + stalls.other_s);
   PrintPlanning(out, result);
 }
 

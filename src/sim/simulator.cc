@@ -39,6 +39,10 @@ void Simulator::Simulate(const program::Program& program, bool step_only,
   const std::vector<Instruction>& instructions = program.instructions;
   if (!step_only) result.timings.resize(instructions.size());
   std::vector<double> event_time(static_cast<size_t>(program.num_events), 0.0);
+  // The kind of instruction that recorded each event, to say what a stall
+  // waited for.
+  std::vector<InstructionKind> event_kind(static_cast<size_t>(program.num_events),
+                                          InstructionKind::kCompute);
   std::array<double, program::kNumStreams> stream_ready{};
   // With one copy engine both directions queue on it.
   double engine_ready = 0;
@@ -55,8 +59,12 @@ void Simulator::Simulate(const program::Program& program, bool step_only,
     const Instruction& instruction = instructions[i];
     const size_t s = static_cast<size_t>(instruction.stream);
     double ready = stream_ready[s];
+    program::EventId last_event = program::kNoEvent;  // the event `ready` waits for
     for (program::EventId event : instruction.waits) {
-      ready = std::max(ready, event_time[static_cast<size_t>(event)]);
+      if (event_time[static_cast<size_t>(event)] > ready) {
+        ready = event_time[static_cast<size_t>(event)];
+        last_event = event;
+      }
     }
     const bool is_copy = instruction.kind == InstructionKind::kCopyToHost ||
                          instruction.kind == InstructionKind::kCopyToDevice;
@@ -94,12 +102,25 @@ void Simulator::Simulate(const program::Program& program, bool step_only,
     }
     const double end = start + duration;
     if (!step_only) result.timings[i] = {start, end};
-    if (instruction.record != program::kNoEvent)
+    if (instruction.record != program::kNoEvent) {
       event_time[static_cast<size_t>(instruction.record)] = end;
+      event_kind[static_cast<size_t>(instruction.record)] = instruction.kind;
+    }
     // A free takes effect when its events allow but holds up nothing after it.
     if (instruction.kind == InstructionKind::kFree) continue;
     StreamStats& stats = result.streams[s];
-    stats.stall_s += start - stream_ready[s];
+    const double stall = start - stream_ready[s];
+    stats.stall_s += stall;
+    if (!step_only && instruction.stream == Stream::kCompute && stall > 0) {
+      SimulationResult::ComputeStalls& causes = result.compute_stalls;
+      const InstructionKind cause = last_event == program::kNoEvent
+                                        ? InstructionKind::kCompute
+                                        : event_kind[static_cast<size_t>(last_event)];
+      (cause == InstructionKind::kCopyToDevice ? causes.fetch_s
+       : cause == InstructionKind::kFree       ? causes.memory_s
+       : cause == InstructionKind::kCopyToHost ? causes.spill_s
+                                               : causes.other_s) += stall;
+    }
     stats.busy_s += duration;
     ++stats.instructions;
     stream_ready[s] = end;

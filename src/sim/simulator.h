@@ -49,6 +49,15 @@ struct SimulationResult {
   std::vector<MemoryPoint> memory;         // every change, in time order
   int64_t peak_bytes = 0;                  // highest allocated total (at most the arena)
   double peak_time_s = 0;
+  // What the compute stream's stalls waited for (Run only): each stall is
+  // charged to the event that came last among those its instruction waited
+  // on. They sum to streams[kCompute].stall_s.
+  struct ComputeStalls {
+    double fetch_s = 0;   // a fetch (copy back) not landed yet
+    double memory_s = 0;  // arena bytes whose previous holder was not released yet
+    double spill_s = 0;   // a copy out still reading a buffer about to be written
+    double other_s = 0;   // anything else (an alloc or compute on another stream)
+  } compute_stalls;
 };
 
 class Simulator {

@@ -227,6 +227,11 @@ void ExpectConsistentTimings(const Simulator& simulator, const Program& program,
     latest_end = std::max(latest_end, timing.end_s);
   }
   EXPECT_DOUBLE_EQ(result.step_time_s, latest_end);
+  // Every compute stall is charged to one cause.
+  const SimulationResult::ComputeStalls& causes = result.compute_stalls;
+  EXPECT_NEAR(causes.fetch_s + causes.memory_s + causes.spill_s + causes.other_s,
+              result.streams[static_cast<size_t>(program::Stream::kCompute)].stall_s,
+              1e-12 * std::max(1.0, result.step_time_s));
 }
 
 // ---------------------------------------------------------------------------
@@ -400,6 +405,8 @@ TEST(Simulator, ALateFetchStallsTheComputeStream) {
   EXPECT_DOUBLE_EQ(result.timings[ComputeOf(program, "da")].end_s, 15);
   EXPECT_DOUBLE_EQ(result.timings[ComputeOf(program, "dw")].start_s, 22);
   EXPECT_DOUBLE_EQ(result.streams[kCompute].stall_s, 7);
+  EXPECT_DOUBLE_EQ(result.compute_stalls.fetch_s, 7);  // all of it waits for the fetch
+  EXPECT_DOUBLE_EQ(result.compute_stalls.memory_s, 0);
   EXPECT_DOUBLE_EQ(result.streams[kCompute].busy_s, kKeepAllSeconds);
   EXPECT_DOUBLE_EQ(result.step_time_s, kKeepAllSeconds + 7);
   EXPECT_EQ(result.h2d_bytes, kKiB);
@@ -645,6 +652,10 @@ TEST(Simulator, AWaitingFreeHoldsUpOnlyTheAllocThatWaitsOnIt) {
   EXPECT_DOUBLE_EQ(result.step_time_s, 7);
   // The compute stream waits 1-5 s for the alloc: 4 s. It is busy 1 + 2 s.
   EXPECT_DOUBLE_EQ(result.streams[kCompute].stall_s, 4);
+  // ... for the bytes x still holds: a memory stall, not a fetch.
+  EXPECT_DOUBLE_EQ(result.compute_stalls.memory_s, 4);
+  EXPECT_DOUBLE_EQ(result.compute_stalls.fetch_s, 0);
+  EXPECT_DOUBLE_EQ(result.compute_stalls.spill_s + result.compute_stalls.other_s, 0);
   EXPECT_DOUBLE_EQ(result.streams[kCompute].busy_s, 3);
   // x is held until the copy lets it go at 5 s, when y takes over (1 -> 2
   // KiB); y goes once b is done (7 s).
