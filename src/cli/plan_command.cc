@@ -74,7 +74,7 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
   AddPlannerFlags(command, flags.planner);
   command.add_flag("--bound", flags.bound,
                    "Also prove a lower bound on the step of every plan that fits (a linear "
-                   "program solved by CBC; any graph size) and print each plan's gap to it");
+                   "program solved by Clp; any graph size) and print each plan's gap to it");
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
 
@@ -228,9 +228,10 @@ nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::Pl
 
 std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
 
-// What the exact policy proved, and what its own plan turned out to be.
-void PrintBound(std::ostream& out, const planner::PlanResult& result) {
-  const planner::PlanResult::Bound& bound = *result.bound;
+// What a bound proved, the gap of the plan at `plan_step_s` (if any) to it,
+// and for the exact policy what its own plan turned out to be.
+void PrintBound(std::ostream& out, const planner::PlanResult::Bound& bound,
+                std::optional<double> plan_step_s) {
   const bool alone = bound.returned.empty();  // --bound's LP, not the exact policy
   const std::string ended = bound.solved ? "proven"
                             : alone      ? "its time limit stopped the LP, so only none's step is"
@@ -244,9 +245,9 @@ void PrintBound(std::ostream& out, const planner::PlanResult& result) {
   }
   fmt::print(out, "Bound        no plan that fits steps faster than {:.4g} s ({})\n", bound.step_s,
              how);
-  if (result.feasible) {
+  if (plan_step_s.has_value()) {
     fmt::print(out, "Gap          this plan is within {} of that bound\n",
-               Percent(result.best.step_time_s() / bound.step_s - 1.0));
+               Percent(*plan_step_s / bound.step_s - 1.0));
   }
   if (alone) return;
   if (bound.relaxation_plan) {
@@ -270,7 +271,10 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
                    "machine's speed)"
                  : "");
   if (!result.tuning.empty()) fmt::print(out, "Tuning       {}\n", result.tuning);
-  if (result.bound.has_value()) PrintBound(out, result);
+  if (result.bound.has_value()) {
+    PrintBound(out, *result.bound,
+               result.feasible ? std::optional(result.best.step_time_s()) : std::nullopt);
+  }
   if (result.race.empty()) return;
   std::vector<std::string> entries;
   for (const planner::PlanResult::Refinement& refinement : result.race) {
@@ -449,23 +453,21 @@ CommandRunner AddCompareCommand(CLI::App& app) {
           RunNamed(names[i], *workload, fmt::format("{} ({}/{})", names[i], i + 1, total)));
       results.push_back(std::move(result));
     }
-    std::optional<double> bound_s;
+    // The bound every row is measured against: optimal's, or --bound's LP.
     std::optional<planner::PlanResult::Bound> proven;
-    if (flags->bound && !*with_optimal) {
-      ASSIGN_OR_RETURN(proven, ProveBound(*workload));
-      if (std::isfinite(proven->step_s)) bound_s = proven->step_s;
-    }
     if (*with_optimal) {
       planner::OptimalOptions options = flags->optimal;
       options.solving = SolvingLabel(*workload, options.solver_time_limit_s);
       planner::OptimalPolicy optimal(options);
       ASSIGN_OR_RETURN(planner::PlanResult result,
                        Run(optimal, *workload, fmt::format("optimal ({}/{})", total, total)));
-      if (result.bound.has_value() && std::isfinite(result.bound->step_s)) {
-        bound_s = result.bound->step_s;
-      }
+      proven = result.bound;
       results.push_back(std::move(result));
+    } else if (flags->bound) {
+      ASSIGN_OR_RETURN(proven, ProveBound(*workload));
     }
+    std::optional<double> bound_s;
+    if (proven.has_value() && std::isfinite(proven->step_s)) bound_s = proven->step_s;
     const planner::PlanResult& none = results[0];
     const planner::PlanResult& swap = results[1];
     if (flags->json) {
@@ -503,14 +505,9 @@ CommandRunner AddCompareCommand(CLI::App& app) {
                               : "");
     }
     fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");
-    if (*with_optimal || proven.has_value()) {
-      planner::PlanResult bound_only;
-      bound_only.bound = proven;
-      const planner::PlanResult& holder = *with_optimal ? results.back() : bound_only;
-      if (holder.bound.has_value()) {
-        fmt::print(out, "\n");
-        PrintBound(out, holder);
-      }
+    if (proven.has_value()) {
+      fmt::print(out, "\n");
+      PrintBound(out, *proven, std::nullopt);
       if (bound_s.has_value()) {
         fmt::print(out,
                    "'vs bound' is how much slower a step is than that bound: at most that far "

@@ -18,7 +18,7 @@ namespace {
 // A point that a plan maps to is feasible by the relaxation's argument; one
 // that is not means the model and the rewriter or simulator disagree, and the
 // bound would not hold: an internal error, never a silent wrong bound.
-constexpr double kPointTolerance = 1e-6;  // in the program's units (us, KiB)
+constexpr double kPointTolerance = 1e-6;  // relative (StepRelaxation::RelativeViolation)
 
 }  // namespace
 
@@ -43,11 +43,11 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
     if (context.Fits(result.best)) {
       std::vector<double> start = relaxation.PointOf(result.best);
       std::string worst;
-      const double violation = program.MaxViolation(start, &worst);
+      const double violation = relaxation.RelativeViolation(start, &worst);
       if (violation > kPointTolerance) {
         return absl::InternalError(fmt::format(
-            "hybrid's plan breaks the relaxation's constraint '{}' by {:.3g}: the bound would "
-            "not hold",
+            "hybrid's plan breaks the relaxation's constraint '{}' by {:.3g} of its step: the "
+            "bound would not hold",
             worst, violation));
       }
       solver.start = std::move(start);
@@ -78,9 +78,12 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
     bound.returned = "hybrid";
   } else {
     // Nothing fits, or the solver stopped before any solution: the smallest
-    // arena seen, as every policy reports an infeasible budget.
-    ASSIGN_OR_RETURN(result.best, context.Evaluate(context.KeepAll("optimal")));
-    if (context.smallest().has_value()) result.best = *context.smallest();
+    // arena seen (RunPolicy reports it, as for every policy that cannot fit).
+    if (context.smallest().has_value()) {
+      result.best = *context.smallest();
+    } else {
+      ASSIGN_OR_RETURN(result.best, context.Evaluate(context.KeepAll("optimal")));
+    }
     bound.returned = "none";
   }
   result.bound = std::move(bound);

@@ -185,7 +185,6 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
     const ir::ValueId value = tensor.value;
     Tensor t;
     t.value = value;
-    t.kib = static_cast<double>(tensor.bytes) / kKiB;
     t.bytes = tensor.bytes;
     t.producer_step = context.step_of(tensor.producer);
     t.last_forward_step = context.last_forward_read(value);
@@ -331,10 +330,10 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
         .lower = static_cast<double>(kept_bytes[static_cast<size_t>(q)] - budget) / kKiB};
     for (const Tensor& t : tensors) {
       if (t.recompute < 0 || q <= t.last_forward_step || q >= t.first_backward_step) continue;
-      row.terms.emplace_back(t.recompute, t.kib);
+      row.terms.emplace_back(t.recompute, static_cast<double>(t.bytes) / kKiB);
     }
     for (const Absent& absent : absent_at[q])
-      row.terms.emplace_back(absent.column, absent.tensor->kib);
+      row.terms.emplace_back(absent.column, static_cast<double>(absent.tensor->bytes) / kKiB);
     lp.AddRow(std::move(row));
   }
 
@@ -398,8 +397,8 @@ std::vector<double> StepRelaxation::PointOf(const Evaluation& evaluation) const 
   point[static_cast<size_t>(end_column_)] = simulation.step_time_s * kMicroseconds;
 
   // Where each value first lived on the device (its producer's output
-  // buffer), when that buffer's free took effect, and when a copy of the
-  // value came back (fetched or recomputed).
+  // buffer), when it left the device (that buffer freed or written over),
+  // and when a copy of it came back (fetched or recomputed).
   constexpr double kNever = kInfinity;
   std::map<ir::ValueId, program::BufferId> original;
   std::map<program::BufferId, ir::ValueId> holder;  // what each buffer holds now
@@ -470,6 +469,11 @@ std::vector<double> StepRelaxation::PointOf(const Evaluation& evaluation) const 
     }
   }
   return point;
+}
+
+double StepRelaxation::RelativeViolation(const std::vector<double>& point,
+                                         std::string* worst) const {
+  return program_.MaxViolation(point, worst) / (1 + point.at(static_cast<size_t>(end_column_)));
 }
 
 program::Plan StepRelaxation::PlanOf(const std::vector<double>& point) const {

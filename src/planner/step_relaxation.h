@@ -66,6 +66,12 @@ class StepRelaxation {
   // step, which every plan takes at least), and the program's size.
   PlanResult::Bound BoundOf(const SolverResult& solved) const;
 
+  // How far a point is from feasible, relative to its step in the
+  // program's units (rounding grows with it), naming the worst constraint:
+  // a point from PointOf is within rounding unless the model and the
+  // Programs disagree.
+  double RelativeViolation(const std::vector<double>& point, std::string* worst = nullptr) const;
+
   // The Plan a solution describes: its decisions, and each spilled tensor
   // fetched after the last step at which the solution has it absent.
   program::Plan PlanOf(const std::vector<double>& point) const;
@@ -74,7 +80,6 @@ class StepRelaxation {
   struct Tensor {
     ir::ValueId value = ir::kInvalidValue;
     int64_t bytes = 0;
-    double kib = 0;
     int producer_step = 0;
     int last_forward_step = 0;  // its producer's step if no forward node reads it
     int first_backward_step = 0;
