@@ -1,6 +1,7 @@
 #include "analysis/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ir/op_registry.h"
 #include "support/check.h"
@@ -43,6 +44,25 @@ double RooflineCostModel::CopySeconds(int64_t bytes, CopyDirection direction) co
   const double latency_s = to_host ? profile_.d2h_latency_s : profile_.h2d_latency_s;
   const double bandwidth = to_host ? profile_.d2h_bandwidth : profile_.h2d_bandwidth;
   return latency_s + static_cast<double>(bytes) / bandwidth;
+}
+
+TabulatedCostModel::TabulatedCostModel(std::vector<double> node_seconds,
+                                       std::unique_ptr<const CostModel> copies)
+    : node_seconds_(std::move(node_seconds)), copies_(std::move(copies)) {
+  SPILLWAY_CHECK(copies_ != nullptr, "a tabulated cost model needs a model for copies");
+  for (double seconds : node_seconds_) {
+    SPILLWAY_CHECK(std::isfinite(seconds) && seconds >= 0, "node times are finite and >= 0");
+  }
+}
+
+double TabulatedCostModel::NodeSeconds(const ir::Graph& /*graph*/, const ir::Node& node) const {
+  SPILLWAY_CHECK(node.id >= 0 && static_cast<size_t>(node.id) < node_seconds_.size(),
+                 "a tabulated cost model has a time for every node it is asked about");
+  return node_seconds_[static_cast<size_t>(node.id)];
+}
+
+double TabulatedCostModel::CopySeconds(int64_t bytes, CopyDirection direction) const {
+  return copies_->CopySeconds(bytes, direction);
 }
 
 std::vector<double> NodeTimes(const CostModel& cost_model, const ir::Graph& graph) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,22 @@ class RooflineCostModel final : public CostModel {
   double matrix_flops_per_s_ = 0;  // convolutions and matrix products
   double other_flops_per_s_ = 0;   // everything else: fp32 CUDA cores
   double memory_bytes_per_s_ = 0;
+};
+
+// Times given per node (the durations of a cost-annotated graph file), and
+// copies timed by another model (the hardware profile's link). A recomputed
+// node is the original node run again, so it finds its time here too.
+class TabulatedCostModel final : public CostModel {
+ public:
+  // node_seconds[id] is node id's time, for every node of the graphs it costs.
+  TabulatedCostModel(std::vector<double> node_seconds, std::unique_ptr<const CostModel> copies);
+
+  double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const override;
+  double CopySeconds(int64_t bytes, CopyDirection direction) const override;
+
+ private:
+  std::vector<double> node_seconds_;
+  std::unique_ptr<const CostModel> copies_;
 };
 
 // NodeSeconds for every node of a graph, indexed by node id.

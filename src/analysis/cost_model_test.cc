@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
 #include "ir/graph.h"
@@ -173,6 +174,22 @@ TEST(RooflineCostModelDeathTest, RejectsAnInvalidProfile) {
   HardwareProfile broken = TestGpu();
   broken.memory_bandwidth = 0;
   EXPECT_DEATH(RooflineCostModel{broken}, "memory_bandwidth");
+}
+
+TEST(TabulatedCostModelTest, NodesTakeTheirGivenTimesAndCopiesTheLinks) {
+  const ConvRelu net = BuildConvRelu();
+  const TabulatedCostModel model({0.25, 0.5}, std::make_unique<RooflineCostModel>(TestGpu()));
+  EXPECT_THAT(NodeTimes(model, net.graph), ElementsAre(0.25, 0.5));
+  // 20 GB/s down, 12 us latency: 1 MB takes 50 us + 12 us.
+  EXPECT_THAT(model.CopySeconds(1'000'000, CopyDirection::kDeviceToHost), DoubleNear(62e-6, 1e-12));
+}
+
+TEST(TabulatedCostModelTest, RefusesNegativeTimesAndMissingNodes) {
+  EXPECT_DEATH(TabulatedCostModel({-1.0}, std::make_unique<RooflineCostModel>(TestGpu())),
+               "finite");
+  const ConvRelu net = BuildConvRelu();
+  const TabulatedCostModel short_table({0.25}, std::make_unique<RooflineCostModel>(TestGpu()));
+  EXPECT_DEATH(short_table.NodeSeconds(net.graph, net.graph.node(net.relu)), "every node");
 }
 
 }  // namespace

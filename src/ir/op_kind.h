@@ -1,5 +1,7 @@
-// Every op the IR knows, forward, backward and optimizer. The text format and
-// the CLI use the snake_case names.
+// Every op the IR knows: forward, backward and optimizer ops, which have
+// kernels, and planning-only ops, which have none (a node of a cost-annotated
+// graph file, planned and simulated but never run). The text format and the
+// CLI use the snake_case names.
 #pragma once
 
 #include <optional>
@@ -71,7 +73,16 @@ namespace spillway::ir {
   X(SgdUpdate, "sgd_update")   \
   X(AdamUpdate, "adam_update")
 
-#define SPILLWAY_ALL_OPS(X) SPILLWAY_FORWARD_OPS(X) SPILLWAY_BACKWARD_OPS(X) SPILLWAY_UPDATE_OPS(X)
+// A node of a graph that came with its own costs (--graph): no semantics
+// beyond its inputs, the bytes of its output and the time a cost model gives it.
+#define SPILLWAY_PLANNING_OPS(X) X(Opaque, "opaque")
+
+// The ops a backend runs: each has a reference kernel, a CPU kernel and a
+// finite-difference check (or a test that it has no gradient).
+#define SPILLWAY_KERNEL_OPS(X) \
+  SPILLWAY_FORWARD_OPS(X) SPILLWAY_BACKWARD_OPS(X) SPILLWAY_UPDATE_OPS(X)
+
+#define SPILLWAY_ALL_OPS(X) SPILLWAY_KERNEL_OPS(X) SPILLWAY_PLANNING_OPS(X)
 
 enum class OpKind : int {
 #define SPILLWAY_OP_ENUM(name, text) k##name,

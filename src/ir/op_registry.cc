@@ -22,6 +22,7 @@ class OpTable {
     ops::RegisterMatMulOps(defs);
     ops::RegisterLossOps(defs);
     ops::RegisterOptimizerOps(defs);
+    ops::RegisterPlanningOps(defs);
     std::array<bool, kNumOpKinds> seen{};
     for (OpDef& def : defs) {
       size_t index = static_cast<size_t>(def.kind);
@@ -68,6 +69,8 @@ std::string_view OpClassName(OpClass op_class) {
       return "loss";
     case OpClass::kOptimizer:
       return "optimizer";
+    case OpClass::kOpaque:
+      return "opaque";
   }
   SPILLWAY_CHECK(false, "unknown op class");
 }

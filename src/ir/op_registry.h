@@ -36,6 +36,7 @@ enum class OpClass : uint8_t {
   kDataMovement,  // reshape, transpose, concat, slice, resize
   kLoss,
   kOptimizer,
+  kOpaque,  // a planning-only node: its time comes from the graph file, not a formula
 };
 std::string_view OpClassName(OpClass op_class);
 
@@ -68,6 +69,9 @@ struct OpDef {
   // that nothing reads afterwards: it reads element i of every input before it
   // writes element i (elementwise ops). The rewriter donates such buffers.
   bool may_overwrite_inputs = false;
+  // No kernel: the op exists to be planned and simulated (a node of a
+  // cost-annotated graph). Backends refuse it; coverage checks skip it.
+  bool planning_only = false;
   ValidateFn validate = nullptr;  // may be null: no attributes to check
   InferFn infer = nullptr;
   CostFn cost = nullptr;  // null: bytes of inputs and outputs, no FLOPs

@@ -13,7 +13,7 @@ namespace spillway::backends::reference {
 #define SPILLWAY_DECLARE_REFERENCE_KERNEL(name, text) \
   template <typename T>                               \
   absl::Status Run##name(const KernelCall& call);
-SPILLWAY_ALL_OPS(SPILLWAY_DECLARE_REFERENCE_KERNEL)
+SPILLWAY_KERNEL_OPS(SPILLWAY_DECLARE_REFERENCE_KERNEL)
 #undef SPILLWAY_DECLARE_REFERENCE_KERNEL
 
 // Explicit instantiation for both element types, at the end of each group's file.

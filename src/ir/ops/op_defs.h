@@ -17,5 +17,6 @@ void RegisterTensorOps(std::vector<OpDef>& defs);     // concat, slice, reshape,
 void RegisterMatMulOps(std::vector<OpDef>& defs);     // matmul, linear, embedding
 void RegisterLossOps(std::vector<OpDef>& defs);       // cross_entropy_loss
 void RegisterOptimizerOps(std::vector<OpDef>& defs);  // sgd_update, adam_update
+void RegisterPlanningOps(std::vector<OpDef>& defs);   // opaque
 
 }  // namespace spillway::ir::ops
