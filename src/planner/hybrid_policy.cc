@@ -290,7 +290,7 @@ class HybridPlanner {
       }
     };
     for (const autodiff::SavedTensor& tensor : context_.saved()) {
-      if (!program::CanSpill(graph, tensor.value)) continue;
+      if (!context_.CanSpill(tensor.value)) continue;
       const int read = context_.first_backward_read(tensor.value);
       if (read == program::ScheduleReads::kNever) continue;
       Candidate candidate;
@@ -821,6 +821,7 @@ class HybridPlanner {
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
+  RETURN_IF_ERROR(context.RequireHostLink("hybrid"));
   return HybridPlanner(context, options_).Run();
 }
 

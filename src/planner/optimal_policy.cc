@@ -34,11 +34,17 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
   const LinearProgram& program = relaxation.program();
   if (!options_.model_path.empty()) RETURN_IF_ERROR(WriteMilp(program, options_.model_path));
 
-  std::optional<Evaluation> hybrid;
+  std::optional<Evaluation> hybrid;  // the start's plan: hybrid's, or recompute's without a link
+  std::string start_name = "hybrid";
   SolverOptions solver;
   solver.time_limit_s = options_.solver_time_limit_s;
   if (options_.start_from_hybrid) {
-    HybridPolicy policy;
+    // Without a host link hybrid cannot run; recompute's plan is the start.
+    HybridPolicy hybrid_policy;
+    RecomputePolicy recompute_policy;
+    Policy& policy = context.options().host_link ? static_cast<Policy&>(hybrid_policy)
+                                                 : static_cast<Policy&>(recompute_policy);
+    if (!context.options().host_link) start_name = "recompute";
     ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
     if (context.Fits(result.best)) {
       std::vector<double> start = relaxation.PointOf(result.best);
@@ -46,9 +52,9 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
       const double violation = relaxation.RelativeViolation(start, &worst);
       if (violation > kPointTolerance) {
         return absl::InternalError(fmt::format(
-            "hybrid's plan breaks the relaxation's constraint '{}' by {:.3g} of its step: the "
+            "{}'s plan breaks the relaxation's constraint '{}' by {:.3g} of its step: the "
             "bound would not hold",
-            worst, violation));
+            start_name, worst, violation));
       }
       solver.start = std::move(start);
       hybrid = std::move(result.best);
@@ -75,7 +81,7 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
     bound.returned = "relaxation";
   } else if (hybrid.has_value()) {
     result.best = std::move(*hybrid);
-    bound.returned = "hybrid";
+    bound.returned = start_name;
   } else {
     // Nothing fits, or the solver stopped before any solution: the smallest
     // arena seen (RunPolicy reports it, as for every policy that cannot fit).

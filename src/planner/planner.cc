@@ -60,9 +60,26 @@ absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   return *std::move(outcome.evaluation);
 }
 
+absl::Status PlanningContext::RequireHostLink(std::string_view policy) const {
+  if (options_.host_link) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      fmt::format("{} spills to host memory, and the device has no host link (--no-link): use "
+                  "recompute or optimal",
+                  policy));
+}
+
 PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s,
                                                   bool bounded) const {
   Outcome outcome;
+  if (!options_.host_link) {
+    for (const ir::Value& value : graph_.values()) {
+      if (plan.decision(value.id) == program::Decision::kSpill) {
+        outcome.status = absl::FailedPreconditionError(fmt::format(
+            "the plan spills '{}', but the device has no host link (--no-link)", value.name));
+        return outcome;
+      }
+    }
+  }
   outcome.status = program::ApplyPins(graph_, plan);
   if (!outcome.status.ok()) return outcome;
   absl::StatusOr<program::Program> program = program::Rewrite(graph_, schedule_, plan);

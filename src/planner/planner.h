@@ -32,6 +32,11 @@ namespace spillway::planner {
 
 struct PlannerOptions {
   int64_t budget_bytes = 0;
+  // False: the device has no link to host memory (--no-link), so nothing can
+  // be spilled and only recomputation frees memory. The policies that spill
+  // (swap, swap-lms, hybrid-seed, hybrid) refuse to run; none, recompute and
+  // optimal plan without spills, and any plan that spills is refused.
+  bool host_link = true;
   // The hybrid planner refines its plan until no move improves it. These stop
   // it earlier: a wall-clock safety net, which makes the plan depend on the
   // machine and is meant never to be reached (the result says when it was),
@@ -133,6 +138,15 @@ class PlanningContext {
   const sim::Simulator& simulator() const { return simulator_; }
   const PlannerOptions& options() const { return options_; }
   int64_t budget_bytes() const { return options_.budget_bytes; }
+
+  // Whether a plan may spill this value: the graph allows it and the device
+  // has a host link.
+  bool CanSpill(ir::ValueId value) const {
+    return options_.host_link && program::CanSpill(graph_, value);
+  }
+  // OK, or FailedPrecondition naming the policy when it needs a host link
+  // and the device has none.
+  absl::Status RequireHostLink(std::string_view policy) const;
 
   // Saved activations, in the order of their producers in the schedule.
   const std::vector<autodiff::SavedTensor>& saved() const { return saved_; }

@@ -80,7 +80,7 @@ std::vector<int> OverBudgetSteps(const PlanningContext& context,
     // How many spillable tensors' gaps cover each step: its absent columns.
     std::vector<int> spillable_at(static_cast<size_t>(steps) + 1, 0);  // a difference array
     for (const autodiff::SavedTensor& tensor : context.saved()) {
-      if (!program::CanSpill(context.graph(), tensor.value)) continue;
+      if (!context.CanSpill(tensor.value)) continue;
       const int from = context.last_forward_read(tensor.value) + 1;
       const int to = std::min(context.first_backward_read(tensor.value), steps);
       if (from >= to) continue;
@@ -201,7 +201,7 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
                            .upper = fixed < 0 ? 1 : fixed,
                            .integer = options.integer_decisions});
     };
-    if (program::CanSpill(graph, value)) {
+    if (context.CanSpill(value)) {
       t.spill = decision_column("spill", program::Decision::kSpill);
     }
     if (program::CanRecompute(graph, value)) {

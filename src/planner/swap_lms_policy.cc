@@ -66,7 +66,7 @@ LmsModel::LmsModel(const PlanningContext& context, SwapLmsOptions options)
   candidate_of_value_.assign(static_cast<size_t>(graph.num_values()), -1);
   for (const autodiff::SavedTensor& saved : context.saved()) {
     const ir::Value& value = graph.value(saved.value);
-    if (value.type.rank() < 2 || !program::CanSpill(graph, saved.value)) continue;
+    if (value.type.rank() < 2 || !context.CanSpill(saved.value)) continue;
     if (context.first_backward_read(saved.value) == program::ScheduleReads::kNever) continue;
     Candidate candidate;
     candidate.value = saved.value;
@@ -357,6 +357,7 @@ std::string Describe(const LmsModel& model, const LmsModel::Tuning& tuning) {
 }  // namespace
 
 absl::StatusOr<PlanResult> SwapLmsPolicy::Run(PlanningContext& context) {
+  RETURN_IF_ERROR(context.RequireHostLink("swap-lms"));
   const LmsModel model(context, options_);
   const LmsModel::Tuning tuning = model.Tune();
   PlanResult result;
@@ -367,6 +368,7 @@ absl::StatusOr<PlanResult> SwapLmsPolicy::Run(PlanningContext& context) {
 }
 
 absl::StatusOr<PlanResult> HybridSeedLmsPolicy::Run(PlanningContext& context) {
+  RETURN_IF_ERROR(context.RequireHostLink("hybrid-seed-lms"));
   SwapLmsPolicy swap;
   ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context));
   std::string tuning = swapped.tuning;

@@ -51,7 +51,7 @@ SwapSetup Setup(const PlanningContext& context) {
     setup.level_at_step.push_back(level[static_cast<size_t>(id)]);
   setup.max_level = *std::max_element(level.begin(), level.end());
   for (const autodiff::SavedTensor& saved : context.saved()) {
-    if (!program::CanSpill(graph, saved.value)) continue;
+    if (!context.CanSpill(saved.value)) continue;
     const int read = context.first_backward_read(saved.value);
     if (read == program::ScheduleReads::kNever) continue;
     SwapCandidate candidate;
@@ -95,6 +95,7 @@ program::Plan SwapPolicy::PlanFor(const PlanningContext& context, int threshold,
 }
 
 absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
+  RETURN_IF_ERROR(context.RequireHostLink("swap"));
   const SwapSetup setup = Setup(context);
   auto evaluate = [&](int threshold, int ahead) {
     return context.Evaluate(PlanFrom(context, setup, threshold, ahead));
