@@ -231,6 +231,73 @@ TEST(Cli, OptimalPrintsItsBoundAndEveryPlansGap) {
   EXPECT_GE(gaps, 3);
 }
 
+// A graph with its own costs: three forward nodes of 1 ms and 256 MiB each,
+// a loss, three backward nodes of 2 ms and 64 MiB; b_i reads f_{i-1}.
+std::string WriteChainGraph() {
+  const std::string path = ::testing::TempDir() + "/spillway_chain.json";
+  nlohmann::json graph = {{"directed", true}, {"graph", {{"time_unit", "ms"}}}};
+  nlohmann::json& nodes = graph["nodes"] = nlohmann::json::array();
+  nlohmann::json& links = graph["links"] = nlohmann::json::array();
+  const int64_t mib256 = int64_t{256} << 20;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(
+        {{"id", fmt::format("f{}", i)}, {"duration", 1.0}, {"size", mib256}, {"phase", "forward"}});
+    if (i > 0)
+      links.push_back({{"source", fmt::format("f{}", i - 1)}, {"target", fmt::format("f{}", i)}});
+  }
+  nodes.push_back({{"id", "loss"}, {"duration", 1.0}, {"size", 4}, {"phase", "forward"}});
+  links.push_back({{"source", "f2"}, {"target", "loss"}});
+  for (int i = 2; i >= 0; --i) {
+    nodes.push_back({{"id", fmt::format("b{}", i)},
+                     {"duration", 2.0},
+                     {"size", mib256 / 4},
+                     {"phase", "backward"}});
+    links.push_back({{"source", i == 2 ? "loss" : fmt::format("b{}", i + 1)},
+                     {"target", fmt::format("b{}", i)}});
+    if (i > 0)
+      links.push_back({{"source", fmt::format("f{}", i - 1)}, {"target", fmt::format("b{}", i)}});
+  }
+  std::ofstream(path) << graph.dump();
+  return path;
+}
+
+TEST(Cli, PlanAndCompareTakeAGraphWithItsOwnCosts) {
+  const std::string graph = WriteChainGraph();
+  // Room for everything: the step is the file's durations, 4 x 1 ms + 3 x 2 ms.
+  const CommandResult roomy = Spillway("plan --graph " + graph + " --policy none --json");
+  ASSERT_EQ(roomy.exit_code, 0) << roomy.out;
+  const nlohmann::json plan = nlohmann::json::parse(roomy.out);
+  EXPECT_NEAR(plan["step_time_s"].get<double>(), 10e-3, 1e-12);
+
+  // Keeping f0 for the backward pass needs f0, f1 and f2 at once (768 MiB);
+  // recomputing it needs 512 MiB at most. Without a link, recomputation alone
+  // makes room, and the Program names the file's nodes.
+  const std::string dump = ::testing::TempDir() + "/spillway_chain_program.txt";
+  const CommandResult tight =
+      Spillway("plan --graph " + graph +
+               " --budget 640MiB --no-link --policy recompute --dump-program " + dump);
+  ASSERT_EQ(tight.exit_code, 0) << tight.out;
+  EXPECT_THAT(tight.out, HasSubstr("(node-link graph) on v100-16g-nvlink2 without a host link"));
+  EXPECT_THAT(tight.out, HasSubstr("Policy       recompute: feasible"));
+  EXPECT_THAT(tight.out, HasSubstr("0 B to host"));
+  std::string text;
+  if (FILE* file = std::fopen(dump.c_str(), "rb"); file != nullptr) {
+    std::array<char, 4096> buffer;
+    size_t n;
+    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
+      text.append(buffer.data(), n);
+    std::fclose(file);
+  }
+  EXPECT_THAT(text, HasSubstr("f0"));
+  EXPECT_THAT(text, HasSubstr("b2"));
+
+  const CommandResult compare = Spillway("compare --graph " + graph + " --budget 640MiB --no-link");
+  ASSERT_EQ(compare.exit_code, 0) << compare.out;
+  EXPECT_THAT(compare.out,
+              HasSubstr("hybrid          not run: it spills, and there is no host link"));
+  EXPECT_THAT(compare.out, HasSubstr("recompute "));
+}
+
 TEST(Cli, PlanWritesATraceAPlotAndTheProgram) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/spillway_trace.json";

@@ -22,6 +22,7 @@
 #include "fmt/format.h"
 #include "fmt/ostream.h"
 #include "nlohmann/json.hpp"
+#include "nodelink/node_link.h"
 #include "planner/planner.h"
 #include "planner/policies.h"
 #include "planner/step_relaxation.h"
@@ -48,10 +49,11 @@ struct PlanFlags {
   bool json = false;
   planner::OptimalOptions optimal;  // plan --policy optimal only
   bool bound = false;               // also prove a lower bound on the step
+  bool no_link = false;             // the device cannot reach host memory
 };
 
 void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
-  AddWorkloadFlags(command, flags.workload);
+  AddWorkloadFlags(command, flags.workload, GraphFiles::kAccepted);
   command.add_option("--optimizer", flags.optimizer, "Optimizer whose state the step holds")
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->capture_default_str();
@@ -72,6 +74,10 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
       ->capture_default_str();
   AddPlannerFlags(command, flags.planner);
+  command.add_flag(
+      "--no-link", flags.no_link,
+      "The device has no link to host memory: plan with recomputation only (none, recompute "
+      "and optimal run; the policies that spill refuse)");
   command.add_flag("--bound", flags.bound,
                    "Also prove a lower bound on the step of every plan that fits (a linear "
                    "program solved by Clp; any graph size) and print each plan's gap to it");
@@ -88,8 +94,49 @@ struct PlanningWorkload {
   std::unique_ptr<planner::PlanningContext> context;
 };
 
+// The options that describe a model's training step, which a graph file
+// already is: refused with --graph rather than silently ignored.
+absl::Status CheckGraphFileFlags(const CLI::App& command, const PlanFlags& flags) {
+  if (flags.workload.graph.empty()) {
+    for (const char* option : {"--graph-duration", "--graph-size", "--graph-time-unit"}) {
+      if (command.count(option) > 0) {
+        return absl::InvalidArgumentError(fmt::format("{} applies to --graph only", option));
+      }
+    }
+    return absl::OkStatus();
+  }
+  for (const char* option : {"--optimizer", "--math-mode"}) {
+    if (command.count(option) > 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{} does not apply to --graph: the file is the whole step, with its own costs", option));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<PlanningWorkload> Finish(const PlanFlags& flags,
+                                         std::unique_ptr<PlanningWorkload> workload);
+
+absl::Status PrepareGraph(const PlanFlags& flags, PlanningWorkload& workload) {
+  ASSIGN_OR_RETURN(nodelink::CostedGraph costed, LoadGraphFile(flags.workload));
+  workload.training.graph = std::move(costed.graph);
+  workload.cost_model = std::make_unique<analysis::TabulatedCostModel>(
+      std::move(costed.node_seconds),
+      std::make_unique<analysis::RooflineCostModel>(workload.profile));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags) {
   auto workload = std::make_unique<PlanningWorkload>();
+  if (flags.workload.graph.empty() && flags.workload.model.empty() == flags.workload.onnx.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --model, --onnx and --graph");
+  }
+  if (!flags.workload.graph.empty()) {
+    ASSIGN_OR_RETURN(workload->profile, analysis::LoadHardwareProfile(flags.hardware));
+    ASSIGN_OR_RETURN(workload->budget_bytes, planner::ParseBudget(flags.budget, workload->profile));
+    RETURN_IF_ERROR(PrepareGraph(flags, *workload));
+    return Finish(flags, std::move(workload));
+  }
   ASSIGN_OR_RETURN(const Workload built, BuildWorkload(flags.workload));
   const ir::Graph& forward = built.graph;
   autodiff::OptimizerOptions optimizer;
@@ -104,7 +151,14 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
       analysis::ParseMathMode(flags.math_mode).value_or(analysis::MathMode::kFp32);
   workload->cost_model =
       std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
+  return Finish(flags, std::move(workload));
+}
+
+// The planning context over the workload's graph and costs.
+std::unique_ptr<PlanningWorkload> Finish(const PlanFlags& flags,
+                                         std::unique_ptr<PlanningWorkload> workload) {
   planner::PlannerOptions options = flags.planner;
+  options.host_link = !flags.no_link;
   options.budget_bytes = workload->budget_bytes;
   options.progress = [progress = &workload->progress](int evaluations) {
     progress->Draw(evaluations);
@@ -151,8 +205,11 @@ absl::StatusOr<planner::PlanResult::Bound> ProveBound(PlanningWorkload& workload
 }
 
 std::string Header(const PlanFlags& flags, const PlanningWorkload& workload) {
-  return fmt::format("{} ({}) on {}, budget {}", DescribeWorkload(flags.workload), flags.optimizer,
-                     workload.profile.name, FormatBytes(workload.budget_bytes));
+  const std::string optimizer =
+      flags.workload.graph.empty() ? fmt::format(" ({})", flags.optimizer) : "";
+  return fmt::format("{}{} on {}{}, budget {}", DescribeWorkload(flags.workload), optimizer,
+                     workload.profile.name, flags.no_link ? " without a host link" : "",
+                     FormatBytes(workload.budget_bytes));
 }
 
 nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::PlanResult& none,
@@ -383,6 +440,7 @@ CommandRunner AddPlanCommand(CLI::App& app) {
       }
       RETURN_IF_ERROR(CheckOutputPath(model, "model"));
     }
+    RETURN_IF_ERROR(CheckGraphFileFlags(*command, *flags));
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload));
     std::unique_ptr<planner::Policy> policy;
@@ -443,9 +501,19 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     if (!*with_optimal && command->count("--solver-time-limit") > 0) {
       return absl::InvalidArgumentError("--solver-time-limit applies with --optimal only");
     }
+    RETURN_IF_ERROR(CheckGraphFileFlags(*command, *flags));
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     std::vector<planner::PlanResult> results;
-    const std::vector<std::string> names = planner::PolicyNames();
+    std::vector<std::string> names = planner::PolicyNames();
+    // Without a host link only the policies that do not spill can run.
+    std::vector<std::string> need_link;
+    if (flags->no_link) {
+      std::erase_if(names, [&](const std::string& name) {
+        const bool spills = name != "none" && name != "recompute";
+        if (spills) need_link.push_back(name);
+        return spills;
+      });
+    }
     const size_t total = names.size() + (*with_optimal ? 1 : 0);
     for (size_t i = 0; i < names.size(); ++i) {
       ASSIGN_OR_RETURN(
@@ -469,11 +537,14 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     std::optional<double> bound_s;
     if (proven.has_value() && std::isfinite(proven->step_s)) bound_s = proven->step_s;
     const planner::PlanResult& none = results[0];
-    const planner::PlanResult& swap = results[1];
+    const planner::PlanResult* swap = nullptr;
+    for (const planner::PlanResult& result : results) {
+      if (result.policy == "swap") swap = &result;
+    }
     if (flags->json) {
       nlohmann::json list = nlohmann::json::array();
       for (const planner::PlanResult& result : results) {
-        list.push_back(ResultToJson(result, none, &swap, workload->budget_bytes));
+        list.push_back(ResultToJson(result, none, swap, workload->budget_bytes));
         if (bound_s.has_value() && result.feasible) {
           list.back()["gap_to_bound"] = result.best.step_time_s() / *bound_s - 1.0;
         }
@@ -493,8 +564,9 @@ CommandRunner AddCompareCommand(CLI::App& app) {
         continue;
       }
       const sim::SimulationResult& s = result.best.simulation;
-      const std::string versus =
-          swap.feasible ? Percent(swap.best.step_time_s() / s.step_time_s - 1.0) : "-";
+      const std::string versus = swap != nullptr && swap->feasible
+                                     ? Percent(swap->best.step_time_s() / s.step_time_s - 1.0)
+                                     : "-";
       fmt::print(
           out, "{:<15} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}{}\n",
           result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
@@ -503,6 +575,9 @@ CommandRunner AddCompareCommand(CLI::App& app) {
           FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s,
           bound_s.has_value() ? fmt::format(" {:>9}", Percent(s.step_time_s / *bound_s - 1.0))
                               : "");
+    }
+    for (const std::string& name : need_link) {
+      fmt::print(out, "{:<15} not run: it spills, and there is no host link\n", name);
     }
     fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");
     if (proven.has_value()) {

@@ -64,6 +64,15 @@ def profile_with(**changes):
     return json.dumps(profile)
 
 
+def node_link(nodes, links):
+    """A node-link graph file: nodes as (id, duration or None, size), links as (source, target)."""
+    return json.dumps({
+        "directed": True, "graph": {},
+        "nodes": [dict({"id": i, "size": size}, **({} if t is None else {"duration": t}))
+                  for i, t, size in nodes],
+        "links": [{"source": a, "target": b} for a, b in links]}).encode()
+
+
 def make_fixtures(root):
     """Bad input files, by name; the cases refer to them as {name}."""
     files = {
@@ -97,6 +106,13 @@ def make_fixtures(root):
         "big_endian.npy": npy_bytes(">f4", (1, 3, 32, 32), bytes(4 * 3 * 32 * 32)),
         "huge_shape.npy": npy_bytes("<f4", (4294967296, 4294967296, 4294967296), b""),
         "notes.txt": b"a text file\n",
+        # Node-link graphs (--graph).
+        "graph_cycle.json": node_link([("a", 1, 8), ("b", 1, 8)], [("a", "b"), ("b", "a")]),
+        "graph_dangling.json": node_link([("a", 1, 8)], [("a", "zz")]),
+        "graph_duplicate.json": node_link([("a", 1, 8), ("a", 1, 8)], []),
+        "graph_negative.json": node_link([("a", 1, -8)], []),
+        "graph_no_duration.json": node_link([("a", None, 8)], []),
+        "graph_ok.json": node_link([("a", 1e-3, 1 << 20), ("b", 1e-3, 1 << 20)], [("a", "b")]),
     }
     for name, content in files.items():
         with open(os.path.join(root, name), "wb") as f:
@@ -139,9 +155,10 @@ for command in ["plan", "compare", "train", "forward"]:
     case(f"{command} --model resnet18 --bach 2", "'--bach'; did you mean '--batch'")
     case(f"{command} --model resnet18 --layers 3", "--layers does not apply to resnet18")
     case(f"{command} --model resnet51", "unknown model 'resnet51'")
-    case(f"{command}", "give exactly one of --model and --onnx")
+    sources = "--model, --onnx and --graph" if command in ("plan", "compare") else "--model and --onnx"
+    case(f"{command}", f"give exactly one of {sources}")
     case(f"{command} --model resnet18 --onnx {{garbage.onnx}} --loss cross-entropy",
-         "give exactly one of --model and --onnx")
+         f"give exactly one of {sources}")
     case(f"{command} --model ''", "--model")
     case(f"{command} --model resnet18 --seed -1", "--seed must be a non-negative integer, got '-1'")
 
@@ -294,6 +311,26 @@ for command in ["inspect", "plan", "train --loss cross-entropy", "forward"]:
     case(f"{command} --onnx {{empty.onnx}}", "empty.onnx")
     case(f"{command} --onnx /dev/zero", "is a device, not a file")
 case("train --onnx {garbage.onnx}", "train --onnx needs --loss cross-entropy")
+# Graphs with their own costs: planning only, and bad files named.
+for command in ["plan", "compare"]:
+    case(f"{command} --graph {{graph_cycle.json}}", "the graph has a cycle through node '")
+    case(f"{command} --graph {{graph_dangling.json}}", "link 0: target 'zz' is not a node")
+    case(f"{command} --graph {{graph_duplicate.json}}", "node 'a' appears twice")
+    case(f"{command} --graph {{graph_negative.json}}", "node 'a': size 'size' must be a whole number of bytes >= 0, got -8")
+    case(f"{command} --graph {{graph_no_duration.json}}", "node 'a': missing attribute 'duration'")
+    case(f"{command} --graph {{not_json.json}}", "not_json.json")
+    case(f"{command} --graph {{missing}}", "no_such_file")
+    case(f"{command} --graph {{graph_ok.json}} --model resnet18", "give exactly one of --model, --onnx and --graph")
+    case(f"{command} --graph {{graph_ok.json}} --batch 4", "--batch does not apply to --graph")
+    case(f"{command} --graph {{graph_ok.json}} --optimizer adamw", "--optimizer does not apply to --graph")
+    case(f"{command} --graph {{graph_ok.json}} --math-mode tf32", "--math-mode does not apply to --graph")
+    case(f"{command} --graph {{graph_ok.json}} --graph-time-unit h", "--graph-time-unit")
+    case(f"{command} --graph {{graph_ok.json}} --graph-size missing_attr", "node 'a': missing attribute 'missing_attr'")
+    case(f"{command} --model resnet18 --graph-size x", "--graph-size applies to --graph only")
+case("plan --graph {graph_ok.json} --no-link --policy swap --budget 1MiB", "swap spills to host memory, and the device has no host link")
+case("plan --graph {graph_ok.json} --no-link --budget 1MiB", "hybrid spills to host memory, and the device has no host link")
+for command in ["inspect", "train", "forward"]:
+    case(f"{command} --graph {{graph_ok.json}}", "--graph")
 case("inspect --onnx {text.onnx}", "text.onnx")
 case("inspect --onnx {garbage.onnx} --image 64", "--input-shape")
 case("inspect --onnx {garbage.onnx} --classes 10", "--classes does not apply to an ONNX model")

@@ -21,10 +21,36 @@ CLI::Option* Given(CLI::Option* option, WorkloadFlags& flags, std::string field)
 
 }  // namespace
 
-void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags) {
+void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags, GraphFiles graph_files) {
   models::ModelOptions& o = flags.options;
   command.add_option("--model", flags.model, "Built-in model (see `spillway models`)")
       ->check(NotEmpty());
+  if (graph_files == GraphFiles::kRefused) {
+    // Present so that a graph file given here gets a message saying where it goes.
+    command
+        .add_option("--graph", flags.graph, "Graph with its own costs: `plan` and `compare` only")
+        ->check(NotEmpty());
+  } else {
+    command
+        .add_option("--graph", flags.graph,
+                    "Node-link JSON graph with per-node durations and output sizes instead of "
+                    "--model: planned and simulated, never run (docs/graph-files.md)")
+        ->check(NotEmpty());
+    command
+        .add_option("--graph-duration", flags.graph_options.duration_attr,
+                    "--graph: the node attribute holding its duration (default: the file's "
+                    "'duration_attr', else \"duration\")")
+        ->check(NotEmpty());
+    command
+        .add_option("--graph-size", flags.graph_options.size_attr,
+                    "--graph: the node attribute holding its output's bytes (default: the "
+                    "file's 'size_attr', else \"size\")")
+        ->check(NotEmpty());
+    command
+        .add_option("--graph-time-unit", flags.graph_options.time_unit,
+                    "--graph: unit of the durations (default: the file's 'time_unit', else s)")
+        ->check(CLI::IsMember({"s", "ms", "us"}));
+  }
   command
       .add_option("--onnx", flags.onnx,
                   "ONNX model file instead of --model; its input shapes come from the file, "
@@ -154,7 +180,29 @@ absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutp
 
 }  // namespace
 
+absl::StatusOr<nodelink::CostedGraph> LoadGraphFile(const WorkloadFlags& flags) {
+  if (!flags.model.empty() || !flags.onnx.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --model, --onnx and --graph");
+  }
+  if (!flags.input_shapes.empty() || !flags.loss.empty() || !flags.frozen.empty()) {
+    return absl::InvalidArgumentError("--input-shape, --loss and --freeze go with --onnx");
+  }
+  if (!flags.given.empty() || flags.image || flags.height || flags.width) {
+    const std::string spelt = !flags.given.empty() ? flags.given.front().spelt
+                              : flags.image        ? "--image"
+                              : flags.height       ? "--height"
+                                                   : "--width";
+    return absl::InvalidArgumentError(fmt::format(
+        "{} does not apply to --graph: the file gives every node's size and duration", spelt));
+  }
+  return nodelink::LoadNodeLinkGraph(flags.graph, flags.graph_options);
+}
+
 absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outputs) {
+  if (!flags.graph.empty()) {
+    return absl::InvalidArgumentError(
+        "--graph gives a graph to plan, not to run: use it with `spillway plan` or `compare`");
+  }
   if (flags.model.empty() == flags.onnx.empty()) {
     return absl::InvalidArgumentError("give exactly one of --model and --onnx");
   }
@@ -213,6 +261,7 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
 std::string DescribeWorkload(const WorkloadFlags& flags) {
   const models::ModelOptions& o = flags.options;
   const int64_t batch = flags.batch.value_or(o.batch);
+  if (!flags.graph.empty()) return fmt::format("{} (node-link graph)", flags.graph);
   if (!flags.onnx.empty()) {
     std::string text = fmt::format("{} (ONNX)", flags.onnx);
     for (const std::string& shape : flags.input_shapes) text += ", " + shape;

@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "models/model_options.h"
 #include "models/models.h"
+#include "nodelink/node_link.h"
 #include "planner/planner.h"
 
 namespace spillway::cli {
@@ -28,7 +29,11 @@ struct WorkloadFlags {
   std::vector<std::string> input_shapes;
   std::string loss;
   std::vector<std::string> frozen;  // initializer name prefixes that are not trained
-  std::optional<int64_t> batch;     // the model's default (1), or the file's shapes
+  // A node-link graph with its own costs instead of a model: planning and
+  // simulation only (plan, compare), with the names of its attributes.
+  std::string graph;
+  nodelink::NodeLinkOptions graph_options;
+  std::optional<int64_t> batch;  // the model's default (1), or the file's shapes
   std::optional<int64_t> image;
   std::optional<int64_t> height;
   std::optional<int64_t> width;
@@ -39,8 +44,15 @@ struct WorkloadFlags {
 };
 
 // Adds --model or --onnx (with --input-shape and --loss), --batch, --image,
-// --height, --width, --classes and the model-specific options to `command`.
-void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags);
+// --height, --width, --classes and the model-specific options to `command`;
+// with `graph_files` (plan, compare) also --graph and its attribute names.
+enum class GraphFiles { kRefused, kAccepted };
+void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags,
+                      GraphFiles graph_files = GraphFiles::kRefused);
+
+// The graph of --graph, checked to come without model options (its sizes and
+// costs are the file's). Errors are one line.
+absl::StatusOr<nodelink::CostedGraph> LoadGraphFile(const WorkloadFlags& flags);
 
 // --time-limit, --max-evaluations, --refine-passes and --plan-threads: how the
 // hybrid planner refines its plan (`plan`, `compare` and `train` take them),

@@ -1,0 +1,161 @@
+// Planning graphs that come with their own costs (node-link files of
+// `opaque` nodes), and planning for a device without a host link.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "analysis/cost_model.h"
+#include "analysis/hardware.h"
+#include "fmt/format.h"
+#include "nodelink/node_link.h"
+#include "planner/linear_program.h"
+#include "planner/planner.h"
+#include "planner/policies.h"
+#include "planner/step_relaxation.h"
+#include "program/verifier.h"
+#include "support/status_macros.h"
+
+namespace spillway::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// A chain of `layers` forward nodes, a loss, and the backward chain: b_i
+// reads b_{i+1} and f_{i-1} (the layer's input), like a linear network's
+// training step. Forward nodes take 1 ms, backward 2 ms; activations are
+// 64 MiB, gradients 64 MiB, the loss 4 bytes.
+std::string ChainGraph(int layers) {
+  std::vector<std::string> nodes;
+  std::vector<std::string> links;
+  auto node = [&](const std::string& id, double ms, int64_t bytes, const char* phase) {
+    nodes.push_back(fmt::format(R"({{"id": "{}", "duration": {}, "size": {}, "phase": "{}"}})", id,
+                                ms * 1e-3, bytes, phase));
+  };
+  auto link = [&](const std::string& from, const std::string& to) {
+    links.push_back(fmt::format(R"({{"source": "{}", "target": "{}"}})", from, to));
+  };
+  for (int i = 0; i < layers; ++i) {
+    node(fmt::format("f{}", i), 1, 64 * kMiB, "forward");
+    if (i > 0) link(fmt::format("f{}", i - 1), fmt::format("f{}", i));
+  }
+  node("loss", 1, 4, "forward");
+  link(fmt::format("f{}", layers - 1), "loss");
+  for (int i = layers - 1; i >= 0; --i) {
+    node(fmt::format("b{}", i), 2, 64 * kMiB, "backward");
+    link(i == layers - 1 ? "loss" : fmt::format("b{}", i + 1), fmt::format("b{}", i));
+    if (i > 0) link(fmt::format("f{}", i - 1), fmt::format("b{}", i));
+  }
+  return fmt::format(R"({{"nodes": [{}], "links": [{}]}})", fmt::join(nodes, ", "),
+                     fmt::join(links, ", "));
+}
+
+struct GraphFileWorkload {
+  GraphFileWorkload(const std::string& text, int64_t budget_bytes, bool host_link)
+      : costed(*nodelink::ParseNodeLinkGraph(text, {})),
+        profile(*analysis::LoadHardwareProfile("h200-141g-pcie5")),
+        cost_model(costed.node_seconds, std::make_unique<analysis::RooflineCostModel>(profile)),
+        context(costed.graph, cost_model, profile,
+                {.budget_bytes = budget_bytes, .host_link = host_link}) {}
+  nodelink::CostedGraph costed;
+  analysis::HardwareProfile profile;
+  analysis::TabulatedCostModel cost_model;
+  PlanningContext context;
+};
+
+absl::StatusOr<PlanResult> Plan(std::string_view policy, PlanningContext& context) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Policy> made, MakePolicy(policy));
+  return RunPolicy(*made, context);
+}
+
+TEST(GraphFile, TheFilesDurationsAreTheStepWithNothingToMove) {
+  GraphFileWorkload w(ChainGraph(8), int64_t{100} << 30, /*host_link=*/true);
+  absl::StatusOr<PlanResult> none = Plan("none", w.context);
+  ASSERT_TRUE(none.ok()) << none.status();
+  ASSERT_TRUE(none->feasible);
+  // 8 forward nodes and the loss at 1 ms, 8 backward ones at 2 ms, back to back.
+  EXPECT_NEAR(none->best.step_time_s(), 9e-3 + 16e-3, 1e-12);
+  EXPECT_TRUE(program::VerifyProgram(none->best.program).ok());
+}
+
+TEST(GraphFile, RecomputationReRunsANodeAtItsDurationAndSpillsUseTheLink) {
+  // Keeping everything needs 8 activations and two gradients at once; four
+  // fewer activations leave room only by recomputing or spilling some.
+  GraphFileWorkload w(ChainGraph(8), 7 * 64 * kMiB, /*host_link=*/true);
+  absl::StatusOr<PlanResult> recompute = Plan("recompute", w.context);
+  ASSERT_TRUE(recompute.ok()) << recompute.status();
+  ASSERT_TRUE(recompute->feasible);
+  const int recomputed = recompute->best.plan.Count(program::Decision::kRecompute);
+  ASSERT_GT(recomputed, 0);
+  // Every saved activation is one forward node's output: each recomputation
+  // is that node again, 1 ms.
+  EXPECT_NEAR(recompute->best.simulation.recompute_s, recomputed * 1e-3, 1e-12);
+
+  absl::StatusOr<PlanResult> swap = Plan("swap", w.context);
+  ASSERT_TRUE(swap.ok()) << swap.status();
+  const int64_t spilled = swap->best.simulation.d2h_bytes;
+  ASSERT_GT(spilled, 0);
+  EXPECT_EQ(spilled % (64 * kMiB), 0);
+
+  absl::StatusOr<PlanResult> hybrid = Plan("hybrid", w.context);
+  ASSERT_TRUE(hybrid.ok()) << hybrid.status();
+  ASSERT_TRUE(hybrid->feasible);
+  EXPECT_LE(hybrid->best.step_time_s(), recompute->best.step_time_s());
+  if (swap->feasible) {
+    EXPECT_LE(hybrid->best.step_time_s(), swap->best.step_time_s());
+  }
+}
+
+TEST(NoHostLink, OnlyRecomputationPlansAndTheSpillingPoliciesSayWhy) {
+  GraphFileWorkload w(ChainGraph(8), 7 * 64 * kMiB, /*host_link=*/false);
+  absl::StatusOr<PlanResult> recompute = Plan("recompute", w.context);
+  ASSERT_TRUE(recompute.ok()) << recompute.status();
+  EXPECT_TRUE(recompute->feasible);
+  EXPECT_EQ(recompute->best.plan.Count(program::Decision::kSpill), 0);
+  for (std::string_view policy : {"swap", "swap-lms", "hybrid-seed", "hybrid"}) {
+    absl::StatusOr<PlanResult> refused = Plan(policy, w.context);
+    ASSERT_FALSE(refused.ok()) << policy;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(StatusMessage(refused.status())),
+                HasSubstr(fmt::format("{} spills to host memory, and the device has no host link",
+                                      policy)));
+  }
+  // A plan that spills is refused whoever makes it.
+  program::Plan spilling = w.context.KeepAll("test");
+  spilling.Spill(*w.costed.graph.FindValue("f3"));
+  absl::StatusOr<Evaluation> evaluated = w.context.Evaluate(spilling);
+  ASSERT_FALSE(evaluated.ok());
+  EXPECT_THAT(std::string(StatusMessage(evaluated.status())),
+              HasSubstr("spills 'f3', but the device has no host link"));
+}
+
+TEST(NoHostLink, TheRelaxationHasNoSpillColumnsAndOptimalStartsFromRecompute) {
+  GraphFileWorkload w(ChainGraph(6), 6 * 64 * kMiB, /*host_link=*/false);
+  absl::StatusOr<StepRelaxation> relaxation = StepRelaxation::Build(w.context);
+  ASSERT_TRUE(relaxation.ok()) << relaxation.status();
+  int recompute_columns = 0;
+  for (const LinearProgram::Column& column : relaxation->program().columns()) {
+    if (column.name.starts_with("recompute_")) ++recompute_columns;
+    EXPECT_FALSE(column.name.starts_with("spill_")) << column.name;
+  }
+  // f0..f4 and the loss: the forward values backward nodes read.
+  EXPECT_EQ(recompute_columns, 6);
+  if (!HaveMilpSolver()) GTEST_SKIP() << "built without CBC (coinor-libcbc-dev)";
+  absl::StatusOr<PlanResult> recompute = Plan("recompute", w.context);
+  absl::StatusOr<PlanResult> optimal = Plan("optimal", w.context);
+  ASSERT_TRUE(recompute.ok()) << recompute.status();
+  ASSERT_TRUE(optimal.ok()) << optimal.status();
+  ASSERT_TRUE(optimal->feasible);
+  ASSERT_TRUE(optimal->bound.has_value());
+  EXPECT_EQ(optimal->best.plan.Count(program::Decision::kSpill), 0);
+  EXPECT_LE(optimal->best.step_time_s(), recompute->best.step_time_s());
+  EXPECT_LE(optimal->bound->step_s, optimal->best.step_time_s() * (1 + 1e-9));
+}
+
+}  // namespace
+}  // namespace spillway::planner
