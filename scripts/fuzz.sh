@@ -5,7 +5,7 @@
 #                                         lowest priority; new inputs go to build/fuzz/corpus/<target>,
 #                                         findings to build/fuzz/findings/
 #   scripts/fuzz.sh --seconds 600 --target checkpoint   the same for another reader:
-#                                         onnx_import, npy, hardware_profile or checkpoint
+#                                         onnx_import, npy, hardware_profile, checkpoint or node_link
 # docs/fuzzing.md says how to minimize a finding and merge new inputs into the corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,15 +29,17 @@ declare -A binaries=(
   [npy]=build/fuzz/src/fuzz/npy_fuzzer
   [hardware_profile]=build/fuzz/src/fuzz/hardware_profile_fuzzer
   [checkpoint]=build/fuzz/src/fuzz/checkpoint_fuzzer
+  [node_link]=build/fuzz/src/fuzz/node_link_fuzzer
 )
 declare -A corpora=(
   [onnx_import]=src/onnx/fuzz/corpus
   [npy]=src/fuzz/corpus/npy
   [hardware_profile]=src/fuzz/corpus/hardware_profile
   [checkpoint]=src/fuzz/corpus/checkpoint
+  [node_link]=src/fuzz/corpus/node_link
 )
 if [ -z "${binaries[$target]+set}" ]; then
-  echo "fuzz.sh: --target takes onnx_import, npy, hardware_profile or checkpoint, not '$target'" >&2
+  echo "fuzz.sh: --target takes onnx_import, npy, hardware_profile, checkpoint or node_link, not '$target'" >&2
   exit 2
 fi
 

@@ -51,7 +51,8 @@ TEST_P(CorpusReplay, EveryInputParsesConsistentlyOrFailsCleanly) {
 INSTANTIATE_TEST_SUITE_P(Readers, CorpusReplay,
                          ::testing::Values(Target{"npy", CheckNpyBytes},
                                            Target{"hardware_profile", CheckHardwareProfileText},
-                                           Target{"checkpoint", CheckCheckpointBytes}),
+                                           Target{"checkpoint", CheckCheckpointBytes},
+                                           Target{"node_link", CheckNodeLinkText}),
                          [](const ::testing::TestParamInfo<Target>& param) {
                            return std::string(param.param.corpus);
                          });

@@ -1,12 +1,15 @@
 #include "fuzz/file_checks.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "analysis/hardware.h"
 #include "fmt/format.h"
+#include "nodelink/node_link.h"
 #include "support/checked_math.h"
 #include "support/npy.h"
 #include "support/status_macros.h"
@@ -55,6 +58,43 @@ absl::StatusOr<bool> CheckHardwareProfileText(std::string_view text) {
     return Broken(fmt::format("its own JSON does not parse: {}", StatusMessage(reread.status())));
   }
   if (!(*reread == *profile)) return Broken("a round trip through JSON changes the profile");
+  return true;
+}
+
+// An accepted graph is a schedule of opaque nodes in node order (the file's
+// order, or the stable topological one), each with one output of the file's
+// size and a finite, non-negative time; its phases run in order, and a
+// graph without phases is cut once, forward up to the cut.
+absl::StatusOr<bool> CheckNodeLinkText(std::string_view text) {
+  const absl::StatusOr<nodelink::CostedGraph> costed = nodelink::ParseNodeLinkGraph(text, {});
+  if (!costed.ok()) return false;
+  const ir::Graph& graph = costed->graph;
+  if (costed->node_seconds.size() != static_cast<size_t>(graph.num_nodes())) {
+    return Broken(
+        fmt::format("{} times for {} nodes", costed->node_seconds.size(), graph.num_nodes()));
+  }
+  const std::vector<ir::NodeId> order = graph.TopologicalOrder();
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] != static_cast<ir::NodeId>(i)) return Broken("the schedule is not the node order");
+  }
+  if (order.size() != static_cast<size_t>(graph.num_nodes())) return Broken("a cycle was accepted");
+  for (const ir::Node& node : graph.nodes()) {
+    const double seconds = costed->node_seconds[static_cast<size_t>(node.id)];
+    if (!std::isfinite(seconds) || seconds < 0) {
+      return Broken(fmt::format("node '{}' takes {} s", node.name, seconds));
+    }
+    if (node.op != ir::OpKind::kOpaque || node.outputs.size() != 1 ||
+        graph.value(node.outputs[0]).type.bytes() != node.attrs.Int("bytes")) {
+      return Broken(fmt::format("node '{}' is not one opaque output of its size", node.name));
+    }
+    if (node.id > 0 && node.phase < graph.node(node.id - 1).phase) {
+      return Broken(fmt::format("node '{}' runs a phase out of order", node.name));
+    }
+    if (!costed->phases_given && (node.phase == ir::Phase::kForward) != (node.id <= costed->cut)) {
+      return Broken(fmt::format("node '{}' is on the wrong side of the cut", node.name));
+    }
+  }
+  if (graph.outputs().empty()) return Broken("a graph with no outputs");
   return true;
 }
 

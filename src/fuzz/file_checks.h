@@ -18,6 +18,7 @@ namespace spillway::fuzz {
 absl::StatusOr<bool> CheckNpyBytes(std::string_view bytes);            // support/npy.h
 absl::StatusOr<bool> CheckHardwareProfileText(std::string_view text);  // analysis/hardware.h
 absl::StatusOr<bool> CheckCheckpointBytes(std::string_view bytes);     // train/checkpoint.h
+absl::StatusOr<bool> CheckNodeLinkText(std::string_view text);         // nodelink/node_link.h
 
 // A fuzz target's verdict on one input: 0 when the check held (the reader
 // accepted or refused the bytes cleanly); otherwise prints the broken

@@ -3,8 +3,8 @@
 
   make_seed_corpus.py SPILLWAY_BINARY
 
-The .npy and checkpoint seeds are built here from their formats (docs/fuzzing.md
-names them); the hardware profiles from `spillway hardware --json`, one per
+The .npy, checkpoint and node-link graph seeds are built here from their
+formats (docs/fuzzing.md names them); the hardware profiles from `spillway hardware --json`, one per
 built-in profile. Each corpus also gets a few seeds that a reader must
 refuse, so the fuzzer starts from both sides of every check. Rerun it when a
 format changes; inputs the fuzzer found (not seed_*) are kept.
@@ -99,6 +99,26 @@ def main():
     write("checkpoint", "refused_version.ckpt", good[:13] + struct.pack("<I", 9) + good[17:])
     write("checkpoint", "refused_kind.ckpt",
           checkpoint([("x", "bogus", "f32", (1,), bytes(4))]))
+
+    def graph(nodes, links, attrs=None):
+        return json.dumps({"directed": True, "graph": attrs or {},
+                           "nodes": [dict(zip(("id", "duration", "size"), n[:3]),
+                                          **({"phase": n[3]} if len(n) > 3 else {}))
+                                     for n in nodes],
+                           "links": [{"source": a, "target": b} for a, b in links]})
+    training = [("f1", 1e-3, 4096, "forward"), ("f2", 2e-3, 8192, "forward"),
+                ("b2", 2e-3, 8192, "backward"), ("b1", 1e-3, 4096, "backward")]
+    training_links = [("f1", "f2"), ("f2", "b2"), ("b2", "b1"), ("f1", "b1")]
+    write("node_link", "training.json", graph(training, training_links))
+    write("node_link", "ordered.json", graph(training, training_links,
+                                             {"order": ["f1", "f2", "b2", "b1"],
+                                              "outputs": ["b1"], "time_unit": "ms"}))
+    dag = [(i, 1 + i, 100 * (i % 3 + 1)) for i in range(6)]
+    write("node_link", "dag.json", graph(dag, [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4), (4, 5), (1, 5)]))
+    write("node_link", "refused_cycle.json", graph(dag[:2], [(0, 1), (1, 0)]))
+    write("node_link", "refused_negative.json", graph([("a", 1, -1)], []))
+    write("node_link", "refused_phases.json", graph([training[0], ("x", 1, 1)], []))
+    write("node_link", "refused_dangling.json", graph(dag[:1], [(0, 9)]))
     return 0
 
 
