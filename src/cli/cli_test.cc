@@ -298,6 +298,44 @@ TEST(Cli, PlanAndCompareTakeAGraphWithItsOwnCosts) {
   EXPECT_THAT(compare.out, HasSubstr("recompute "));
 }
 
+// spillway profile times a small model's step on the CPU; plan --costs then
+// plans with those times: the step it predicts for none is their sum.
+TEST(Cli, ProfileWritesACostsFileThatPlanUses) {
+  const std::string costs = ::testing::TempDir() + "/spillway_costs.json";
+  const std::string model = "--model resnet18 --image 32 --batch 2 --base-width 4 --classes 4";
+  const CommandResult profiled =
+      Spillway("profile " + model + " --threads 1 --warmup 0 --repeats 3 --out " + costs);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.out;
+  EXPECT_THAT(profiled.out, HasSubstr("profile: step 3 of 3"));
+  std::string text;
+  if (FILE* file = std::fopen(costs.c_str(), "rb"); file != nullptr) {
+    std::array<char, 4096> buffer;
+    size_t n;
+    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
+      text.append(buffer.data(), n);
+    std::fclose(file);
+  }
+  const nlohmann::json json = nlohmann::json::parse(text);
+  EXPECT_EQ(json["format"], "spillway-costs");
+  EXPECT_EQ(json["measured_on"]["threads"], 1);
+  double sum = 0;
+  for (const auto& [name, seconds] : json["nodes"].items()) sum += seconds.get<double>();
+  EXPECT_GT(json["nodes"].size(), 50u);
+  EXPECT_GE(json["copies"]["device_to_host"].size(), 2u);
+
+  const CommandResult planned =
+      Spillway("plan " + model + " --policy none --hardware cpu --json --costs " + costs);
+  ASSERT_EQ(planned.exit_code, 0) << planned.out;
+  EXPECT_THAT(planned.out, HasSubstr("costs: "));
+  const nlohmann::json plan = nlohmann::json::parse(planned.out.substr(planned.out.find('{')));
+  EXPECT_NEAR(plan["step_time_s"].get<double>(), sum, 1e-9 * sum);
+
+  // A costs file of another graph is refused.
+  const CommandResult other = Spillway("plan --model unet --image 32 --depth 2 --costs " + costs);
+  EXPECT_EQ(other.exit_code, 2) << other.out;
+  EXPECT_THAT(other.out, HasSubstr("it was measured on another graph"));
+}
+
 TEST(Cli, PlanWritesATraceAPlotAndTheProgram) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/spillway_trace.json";

@@ -20,5 +20,6 @@ CommandRunner AddCompareCommand(CLI::App& app);
 CommandRunner AddTrainCommand(CLI::App& app);
 CommandRunner AddForwardCommand(CLI::App& app);
 CommandRunner AddExportCommand(CLI::App& app);
+CommandRunner AddProfileCommand(CLI::App& app);
 
 }  // namespace spillway::cli

@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
       spillway::cli::AddHardwareCommand(app), spillway::cli::AddPlanCommand(app),
       spillway::cli::AddCompareCommand(app),  spillway::cli::AddTrainCommand(app),
       spillway::cli::AddForwardCommand(app),  spillway::cli::AddExportCommand(app),
+      spillway::cli::AddProfileCommand(app),
   };
   if (RefuseUnknownCommand(app, argc, argv)) return kUsageError;
   try {

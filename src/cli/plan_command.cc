@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analysis/cost_model.h"
+#include "analysis/costs_file.h"
 #include "analysis/hardware.h"
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
@@ -50,6 +51,7 @@ struct PlanFlags {
   planner::OptimalOptions optimal;  // plan --policy optimal only
   bool bound = false;               // also prove a lower bound on the step
   bool no_link = false;             // the device cannot reach host memory
+  std::string costs;                // a costs file of measured times (spillway profile)
 };
 
 void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
@@ -78,6 +80,11 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
       "--no-link", flags.no_link,
       "The device has no link to host memory: plan with recomputation only (none, recompute "
       "and optimal run; the policies that spill refuse)");
+  command
+      .add_option("--costs", flags.costs,
+                  "Plan and simulate with the node and copy times a costs file measured "
+                  "(`spillway profile`); nodes it lacks keep the roofline's")
+      ->check(NotEmpty());
   command.add_flag("--bound", flags.bound,
                    "Also prove a lower bound on the step of every plan that fits (a linear "
                    "program solved by Clp; any graph size) and print each plan's gap to it");
@@ -105,7 +112,7 @@ absl::Status CheckGraphFileFlags(const CLI::App& command, const PlanFlags& flags
     }
     return absl::OkStatus();
   }
-  for (const char* option : {"--optimizer", "--math-mode"}) {
+  for (const char* option : {"--optimizer", "--math-mode", "--costs"}) {
     if (command.count(option) > 0) {
       return absl::InvalidArgumentError(fmt::format(
           "{} does not apply to --graph: the file is the whole step, with its own costs", option));
@@ -151,6 +158,23 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
       analysis::ParseMathMode(flags.math_mode).value_or(analysis::MathMode::kFp32);
   workload->cost_model =
       std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
+  if (!flags.costs.empty()) {
+    ASSIGN_OR_RETURN(const analysis::MeasuredCosts costs, analysis::LoadCostsFile(flags.costs));
+    ASSIGN_OR_RETURN(analysis::MeasuredCostModel measured,
+                     analysis::MakeMeasuredCostModel(costs, workload->training.graph,
+                                                     std::move(workload->cost_model)));
+    // On stderr: the costs behind every figure below, and what they were measured on.
+    fmt::print(std::cerr,
+               "costs: {} of {} nodes and the copies from {} (measured on {}, {} backend, {} "
+               "threads, {}, {}){}\n",
+               measured.matched, measured.matched + measured.unmatched, flags.costs,
+               costs.measured_on.machine, costs.measured_on.backend, costs.measured_on.threads,
+               costs.measured_on.isa, costs.measured_on.date,
+               measured.unmatched > 0 ? fmt::format("; {} nodes it lacks keep the roofline's times",
+                                                    measured.unmatched)
+                                      : "");
+    workload->cost_model = std::move(measured.model);
+  }
   return Finish(flags, std::move(workload));
 }
 

@@ -331,6 +331,17 @@ case("plan --graph {graph_ok.json} --no-link --policy swap --budget 1MiB", "swap
 case("plan --graph {graph_ok.json} --no-link --budget 1MiB", "hybrid spills to host memory, and the device has no host link")
 for command in ["inspect", "train", "forward"]:
     case(f"{command} --graph {{graph_ok.json}}", "--graph")
+# Measured costs: profile's options, and costs files that cannot be used.
+case("profile --model resnet18", "--out is required")
+case("profile --model resnet18 --out {a_directory}", "is a directory")
+case("profile --model resnet18 --out x.json --repeats 0", "--repeats")
+case("profile --model resnet18 --out x.json --backend reference", "profile runs on the CPU backend only")
+for command in ["plan", "compare"]:
+    case(f"{command} --model resnet18 --costs {{missing}}", "no_such_file")
+    case(f"{command} --model resnet18 --costs {{not_json.json}}", "not_json.json")
+    case(f"{command} --model resnet18 --costs {{list.json}}", "a costs file is a JSON object")
+    case(f"{command} --model resnet18 --costs {{missing.json}}", "field 'format' is missing")
+    case(f"{command} --graph {{graph_ok.json}} --costs {{missing.json}}", "--costs does not apply to --graph")
 case("inspect --onnx {text.onnx}", "text.onnx")
 case("inspect --onnx {garbage.onnx} --image 64", "--input-shape")
 case("inspect --onnx {garbage.onnx} --classes 10", "--classes does not apply to an ONNX model")

@@ -1,5 +1,6 @@
-// Planning graphs that come with their own costs (node-link files of
-// `opaque` nodes), and planning for a device without a host link.
+// Planning with costs that do not come from the roofline: graphs that come
+// with their own (node-link files of `opaque` nodes), and measured costs
+// files; and planning for a device without a host link.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "analysis/cost_model.h"
+#include "analysis/costs_file.h"
 #include "analysis/hardware.h"
 #include "fmt/format.h"
 #include "nodelink/node_link.h"
@@ -155,6 +157,38 @@ TEST(NoHostLink, TheRelaxationHasNoSpillColumnsAndOptimalStartsFromRecompute) {
   EXPECT_EQ(optimal->best.plan.Count(program::Decision::kSpill), 0);
   EXPECT_LE(optimal->best.step_time_s(), recompute->best.step_time_s());
   EXPECT_LE(optimal->bound->step_s, optimal->best.step_time_s() * (1 + 1e-9));
+}
+
+// The same graph and budget under two costs files that differ only in the
+// forward nodes' times: cheap to re-run, the planner recomputes; slow to
+// re-run, it spills instead. Copies move 1 GB/s either way (64 MiB: 67 ms).
+TEST(MeasuredCosts, TheyFlipTheChoiceBetweenSpillingAndRecomputing) {
+  const nodelink::CostedGraph costed = *nodelink::ParseNodeLinkGraph(ChainGraph(8), {});
+  const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("h200-141g-pcie5");
+  auto plan_with = [&](double forward_s) {
+    analysis::MeasuredCosts costs;
+    costs.measured_on = {
+        .machine = "test", .backend = "cpu", .threads = 1, .isa = "generic", .date = "2026-12-04"};
+    for (const ir::Node& node : costed.graph.nodes()) {
+      costs.node_seconds[node.name] = node.phase == ir::Phase::kForward ? forward_s : 2e-3;
+    }
+    costs.device_to_host = {{0, 0}, {1'000'000'000, 1.0}};
+    costs.host_to_device = costs.device_to_host;
+    absl::StatusOr<analysis::MeasuredCostModel> model = analysis::MakeMeasuredCostModel(
+        costs, costed.graph, std::make_unique<analysis::RooflineCostModel>(profile));
+    EXPECT_TRUE(model.ok()) << model.status();
+    PlanningContext context(costed.graph, *model->model, profile, {.budget_bytes = 7 * 64 * kMiB});
+    absl::StatusOr<PlanResult> result = Plan("hybrid", context);
+    EXPECT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->feasible);
+    return result->best.plan;
+  };
+  const program::Plan cheap = plan_with(1e-3);
+  EXPECT_GT(cheap.Count(program::Decision::kRecompute), 0);
+  EXPECT_EQ(cheap.Count(program::Decision::kSpill), 0);
+  const program::Plan slow = plan_with(1.0);
+  EXPECT_GT(slow.Count(program::Decision::kSpill), 0);
+  EXPECT_EQ(slow.Count(program::Decision::kRecompute), 0);
 }
 
 }  // namespace

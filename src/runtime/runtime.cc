@@ -141,6 +141,7 @@ class Runtime::Impl {
     double recompute_seconds = 0;
     int64_t bytes_to_host = 0;
     int64_t bytes_to_device = 0;
+    std::vector<double> node_seconds;  // compute stream, with StepOptions::time_nodes
   };
 
   // What one step shares between its streams. Everything but the per-stream
@@ -495,6 +496,7 @@ absl::StatusOr<StepResult> Runtime::Impl::RunStep(const StepOptions& options) {
   result.peak_resident_bytes = step.peak_resident_bytes;
   result.peak_host_bytes = peak_host_bytes;
   result.captured = std::move(step.captured);
+  result.node_seconds = std::move(step.stats[StreamIndex(Stream::kCompute)].node_seconds);
   return result;
 }
 
@@ -573,6 +575,12 @@ absl::Status Runtime::Impl::RunKernel(size_t index, Step& step) {
   if (instruction.kind == InstructionKind::kRecompute) {
     stats.recompute_seconds += seconds;
     return absl::OkStatus();
+  }
+  if (step.options.time_nodes) {
+    if (stats.node_seconds.empty()) {
+      stats.node_seconds.assign(static_cast<size_t>(program_.graph->num_nodes()), -1.0);
+    }
+    stats.node_seconds[static_cast<size_t>(node.id)] = seconds;
   }
   for (size_t k = 0; k < node.outputs.size(); ++k) {
     const ir::ValueId value = node.outputs[k];

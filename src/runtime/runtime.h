@@ -49,6 +49,10 @@ struct StepOptions {
   // Values to copy out while the step runs, right after they are written
   // (gradients and other intermediates that the Program frees before the end).
   std::vector<ir::ValueId> capture;
+  // Time every node the compute stream runs (not its recomputations): the
+  // wall time of the backend's RunKernel call, which on the CPU backend is
+  // the kernel's (it runs synchronously). `spillway profile` uses it.
+  bool time_nodes = false;
 };
 
 struct StepResult {
@@ -61,6 +65,9 @@ struct StepResult {
   int64_t peak_resident_bytes = 0;  // most device bytes resident at once
   int64_t peak_host_bytes = 0;      // most host-pool bytes in use at once
   std::map<ir::ValueId, std::vector<std::byte>> captured;
+  // With StepOptions::time_nodes: seconds per node id (-1 for a node that
+  // did not run as such, e.g. none in a forward-only Program's backward pass).
+  std::vector<double> node_seconds;
 };
 
 class Runtime {

@@ -71,11 +71,12 @@ absl::Status Trainer::WriteAdamStep() {
   return runtime_->Write(counter, std::as_bytes(std::span(&value, 1)));
 }
 
-absl::StatusOr<StepStats> Trainer::Step() {
+absl::StatusOr<StepStats> Trainer::Step(bool time_nodes) {
   ASSIGN_OR_RETURN(Batch batch, data_->BatchForStep(step_));
   for (const auto& [value, bytes] : batch.inputs) RETURN_IF_ERROR(runtime_->Write(value, bytes));
   runtime::StepOptions step_options;
   step_options.step = static_cast<uint64_t>(step_);
+  step_options.time_nodes = time_nodes;
   StepStats stats;
   ASSIGN_OR_RETURN(stats.result, runtime_->RunStep(step_options));
   float loss = 0;

@@ -97,8 +97,9 @@ class Trainer {
   absl::Status Resume(const std::string& path);
   absl::Status Save(const std::string& path) const;
 
-  // Runs one step on the next batch.
-  absl::StatusOr<StepStats> Step();
+  // Runs one step on the next batch; `time_nodes` times every node it runs
+  // (StepResult::node_seconds).
+  absl::StatusOr<StepStats> Step(bool time_nodes = false);
 
   // Runs options.steps steps, saving as asked, and summarizes them.
   absl::StatusOr<TrainingSummary> Run(const RunOptions& options);
