@@ -330,6 +330,13 @@ TEST(Cli, ProfileWritesACostsFileThatPlanUses) {
   const nlohmann::json plan = nlohmann::json::parse(planned.out.substr(planned.out.find('{')));
   EXPECT_NEAR(plan["step_time_s"].get<double>(), sum, 1e-9 * sum);
 
+  // train plans with them too, and says what it predicted beside what it measured.
+  const CommandResult trained =
+      Spillway("train " + model + " --policy none --steps 1 --threads 1 --json --costs " + costs);
+  ASSERT_EQ(trained.exit_code, 0) << trained.out;
+  const nlohmann::json run = nlohmann::json::parse(trained.out.substr(trained.out.find('{')));
+  EXPECT_NEAR(run["predicted_step_s"].get<double>(), sum, 1e-9 * sum);
+
   // A costs file of another graph is refused.
   const CommandResult other = Spillway("plan --model unet --image 32 --depth 2 --costs " + costs);
   EXPECT_EQ(other.exit_code, 2) << other.out;
@@ -410,6 +417,7 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
                           "spilled_tensors",
                           "recomputed_tensors",
                           "mean_step_s",
+                          "predicted_step_s",
                           "step_seconds",
                           "mean_recompute_s",
                           "samples_per_s",

@@ -40,6 +40,7 @@ struct TrainFlags {
   std::string save;
   int64_t save_every = 0;
   std::string resume;
+  std::string costs;  // a costs file to plan with (spillway profile)
   BackendFlags backend;
   planner::PlannerOptions planner;  // all but the budget
   int64_t log_every = 10;
@@ -110,6 +111,11 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
       ->check(NotEmpty())
       ->capture_default_str();
   AddPlannerFlags(command, flags.planner);
+  command
+      .add_option("--costs", flags.costs,
+                  "Plan with the node and copy times a costs file measured (`spillway profile`) "
+                  "instead of the roofline's")
+      ->check(NotEmpty());
   command
       .add_option("--log-every", flags.log_every,
                   "When output is not a terminal, print a progress line every K steps")
@@ -183,6 +189,7 @@ nlohmann::ordered_json SummaryToJson(const TrainFlags& flags, const train::Train
       {"spilled_tensors", plan.Count(program::Decision::kSpill)},
       {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
       {"mean_step_s", summary.mean_step_s},
+      {"predicted_step_s", trainer.plan().best.step_time_s()},
       {"step_seconds", summary.step_seconds},
       {"mean_recompute_s", summary.mean_recompute_s},
       {"samples_per_s", summary.samples_per_s},
@@ -260,6 +267,24 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     ASSIGN_OR_RETURN(const Workload workload, BuildWorkload(flags->workload));
     const ir::Graph& forward = workload.graph;
     options.initial_values = &workload.initial_values;
+    std::optional<analysis::MeasuredCosts> costs;
+    if (!flags->costs.empty()) {
+      ASSIGN_OR_RETURN(costs, analysis::LoadCostsFile(flags->costs));
+      options.costs = &*costs;
+      // Times measured under another configuration still plan, but say so.
+      const nlohmann::ordered_json here = BackendToJson(flags->backend);
+      const std::string isa =
+          here["direct_kernels"].is_string() ? here["direct_kernels"].get<std::string>() : "";
+      if (costs->measured_on.backend != flags->backend.backend ||
+          costs->measured_on.threads != flags->backend.threads || costs->measured_on.isa != isa) {
+        fmt::print(std::cerr,
+                   "warning: {} was measured on the {} backend with {} threads and {} kernels; "
+                   "this run uses {} with {} threads and {} kernels\n",
+                   flags->costs, costs->measured_on.backend, costs->measured_on.threads,
+                   costs->measured_on.isa, flags->backend.backend, flags->backend.threads,
+                   isa.empty() ? "no direct" : isa);
+      }
+    }
     ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags->backend));
     PlanningProgress planning;
     planning.Begin(options.policy, 0);

@@ -42,10 +42,16 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
       InitialState(graph, options.data.seed,
                    options.initial_values != nullptr ? *options.initial_values : none));
 
-  const analysis::RooflineCostModel cost_model(options.hardware, {});
+  std::unique_ptr<const analysis::CostModel> cost_model =
+      std::make_unique<analysis::RooflineCostModel>(options.hardware);
+  if (options.costs != nullptr) {
+    ASSIGN_OR_RETURN(analysis::MeasuredCostModel measured,
+                     analysis::MakeMeasuredCostModel(*options.costs, graph, std::move(cost_model)));
+    cost_model = std::move(measured.model);
+  }
   planner::PlannerOptions planner_options = options.planner;
   planner_options.budget_bytes = options.budget_bytes;
-  planner::PlanningContext context(graph, cost_model, options.hardware, planner_options);
+  planner::PlanningContext context(graph, *cost_model, options.hardware, planner_options);
   ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(options.policy));
   ASSIGN_OR_RETURN(trainer->plan_, planner::RunPolicy(*policy, context));
   if (!trainer->plan_.feasible) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/costs_file.h"
 #include "analysis/hardware.h"
 #include "autodiff/training_graph.h"
 #include "backends/backend.h"
@@ -43,6 +44,10 @@ struct TrainerOptions {
   // seed (an imported model's weights). Read by Trainer::Create only, so it
   // need not outlive it; null: none.
   const NamedValues* initial_values = nullptr;
+  // Measured costs (`spillway profile`) to plan with instead of the
+  // roofline's; nodes they lack keep the roofline's. Read by Create only;
+  // null: none.
+  const analysis::MeasuredCosts* costs = nullptr;
 };
 
 struct StepStats {
