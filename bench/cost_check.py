@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Predicted against measured step time on the CPU backend, with measured costs and with the roofline.
+
+For each workload this profiles the training step (`spillway profile`), then
+for each policy at two budgets between the smallest arena `hybrid` reaches
+and the `none` arena (a quarter and 60% of the way: parameters, gradients and
+optimizer state take most of a small model's arena, so a share of `none`'s
+would fit no plan) trains a few steps twice: planned with the costs file (`train --costs`) and planned with
+the `cpu` profile's roofline. Each run reports the simulator's prediction for
+its plan (`predicted_step_s`) and the measured step (the median of the steps
+after the first). All rows run in one session, side by side, so the
+machine's load affects both columns alike; the figures are measured here, not
+on a GPU. Writes a table into docs/results.md, or prints it with --print.
+
+  bench/cost_check.py [--binary build/release/src/cli/spillway] [--print] [--steps 4]
+"""
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from results_doc import write_section
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BEGIN = "<!-- cost-check:begin (bench/cost_check.py writes this part) -->"
+END = "<!-- cost-check:end -->"
+WORKLOADS = [
+    ("ResNet-18, 128x128, batch 8", ["--model", "resnet18", "--image", "128", "--batch", "8"]),
+    ("ResNet-50, 224x224, batch 4", ["--model", "resnet50", "--image", "224", "--batch", "4"]),
+    ("DeepLabV3+, 256x256, batch 2",
+     ["--model", "deeplabv3plus", "--image", "256", "--batch", "2"]),
+    ("GPT-2, 4 layers, d 256, seq 256, batch 4",
+     ["--model", "gpt2", "--layers", "4", "--d-model", "256", "--heads", "4", "--seq-len", "256",
+      "--vocab", "4096", "--batch", "4"]),
+]
+POLICIES = ["none", "swap", "recompute", "hybrid-seed", "hybrid"]
+SHARES = [0.25, 0.6]  # of the way from hybrid's smallest arena to none's
+
+
+def run_json(binary, args):
+    done = subprocess.run([binary, *args, "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
+    return json.loads(done.stdout), None
+
+
+def train(binary, args, policy, budget, steps, costs):
+    extra = ["--costs", costs] if costs else []
+    summary, error = run_json(binary, ["train", *args, "--policy", policy, "--budget", str(budget),
+                                       "--steps", str(steps), *extra])
+    if summary is None:
+        return None
+    measured = statistics.median(summary["step_seconds"][1:])
+    return summary["predicted_step_s"], measured
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", default=str(ROOT / "build/release/src/cli/spillway"))
+    parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
+    parser.add_argument("--steps", type=int, default=4, help="steps per run (the first is not counted)")
+    options = parser.parse_args()
+    lines = [
+        "| workload | policy | budget (of the way from floor to `none`) | measured (s), costs plan | predicted, costs | error "
+        "| measured (s), roofline plan | predicted, roofline | error |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    errors = {"costs": [], "roofline": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for name, args in WORKLOADS:
+            costs = str(pathlib.Path(folder) / "costs.json")
+            print(f"{name}: profiling", file=sys.stderr)
+            subprocess.run([options.binary, "profile", *args, "--out", costs], check=True,
+                           capture_output=True)
+            none, error = run_json(options.binary, ["plan", *args, "--policy", "none",
+                                                    "--hardware", "cpu"])
+            if none is None:
+                sys.exit(f"{name}: {error}")
+            arena = none["arena_bytes"]
+            tightest, _ = run_json(options.binary, ["plan", *args, "--policy", "hybrid",
+                                                    "--hardware", "cpu", "--budget", "1"])
+            floor = tightest["smallest_arena_bytes"]
+            for share in SHARES:
+                budget = int(floor + share * (arena - floor))
+                for policy in POLICIES:
+                    print(f"{name}: {policy} at {share:.0%}", file=sys.stderr)
+                    cells = []
+                    for key, costs_file in (("costs", costs), ("roofline", None)):
+                        result = train(options.binary, args, policy, budget, options.steps,
+                                       costs_file)
+                        if result is None:
+                            cells += ["infeasible", "-", "-"]
+                            continue
+                        predicted, measured = result
+                        error_pct = 100 * (predicted / measured - 1)
+                        errors[key].append(abs(error_pct))
+                        cells += [f"{measured:.4f}", f"{predicted:.4f}", f"{error_pct:+.1f}%"]
+                    lines.append(" | ".join([f"| {name}", policy,
+                                             f"{budget / 2**20:.0f} MiB ({share:.0%})", *cells]) + " |")
+    summary = []
+    for key in ("costs", "roofline"):
+        values = errors[key]
+        if values:
+            summary.append(f"{key}: mean absolute error {statistics.mean(values):.1f}% over "
+                           f"{len(values)} runs, {sum(v <= 10 for v in values)} within 10%")
+    today = datetime.date.today().isoformat()
+    section = "\n".join([
+        BEGIN,
+        f"Generated {today} by `bench/cost_check.py` on {platform.node()} "
+        f"({platform.machine()}, {platform.system()}), CPU backend, {options.steps} steps a run "
+        "(the first not counted), measured and predicted in the same session. "
+        + "; ".join(summary) + ".",
+        "",
+        *lines,
+        END,
+    ])
+    if options.print:
+        print(section)
+        return
+    write_section(BEGIN, END, section, "Predicted against measured steps on the CPU")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
