@@ -51,6 +51,18 @@ CommandResult Spillway(const std::string& args, const std::string& environment =
   return run;
 }
 
+// A file's whole content; empty when it cannot be read.
+std::string ReadFile(const std::string& path) {
+  std::string text;
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return text;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) text.append(buffer.data(), n);
+  std::fclose(file);
+  return text;
+}
+
 int CountLines(const std::string& text) {
   int lines = 0;
   for (char c : text) lines += c == '\n';
@@ -280,14 +292,7 @@ TEST(Cli, PlanAndCompareTakeAGraphWithItsOwnCosts) {
   EXPECT_THAT(tight.out, HasSubstr("(node-link graph) on v100-16g-nvlink2 without a host link"));
   EXPECT_THAT(tight.out, HasSubstr("Policy       recompute: feasible"));
   EXPECT_THAT(tight.out, HasSubstr("0 B to host"));
-  std::string text;
-  if (FILE* file = std::fopen(dump.c_str(), "rb"); file != nullptr) {
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
-      text.append(buffer.data(), n);
-    std::fclose(file);
-  }
+  const std::string text = ReadFile(dump);
   EXPECT_THAT(text, HasSubstr("f0"));
   EXPECT_THAT(text, HasSubstr("b2"));
 
@@ -307,14 +312,7 @@ TEST(Cli, ProfileWritesACostsFileThatPlanUses) {
       Spillway("profile " + model + " --threads 1 --warmup 0 --repeats 3 --out " + costs);
   ASSERT_EQ(profiled.exit_code, 0) << profiled.out;
   EXPECT_THAT(profiled.out, HasSubstr("profile: step 3 of 3"));
-  std::string text;
-  if (FILE* file = std::fopen(costs.c_str(), "rb"); file != nullptr) {
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
-      text.append(buffer.data(), n);
-    std::fclose(file);
-  }
+  const std::string text = ReadFile(costs);
   const nlohmann::json json = nlohmann::json::parse(text);
   EXPECT_EQ(json["format"], "spillway-costs");
   EXPECT_EQ(json["measured_on"]["threads"], 1);
@@ -354,22 +352,11 @@ TEST(Cli, PlanWritesATraceAPlotAndTheProgram) {
       trace + " --memory-plot " + plot + " --dump-program " + dump);
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("Policy       hybrid: feasible"));
-  auto read = [](const std::string& path) {
-    FILE* file = std::fopen(path.c_str(), "rb");
-    std::string text;
-    if (file == nullptr) return text;
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0)
-      text.append(buffer.data(), n);
-    std::fclose(file);
-    return text;
-  };
-  const nlohmann::json events = nlohmann::json::parse(read(trace));
+  const nlohmann::json events = nlohmann::json::parse(ReadFile(trace));
   EXPECT_FALSE(events["traceEvents"].empty());
-  EXPECT_THAT(read(plot), HasSubstr("<svg"));
-  EXPECT_THAT(read(plot), HasSubstr("budget"));
-  EXPECT_THAT(read(dump), HasSubstr("compute  compute"));
+  EXPECT_THAT(ReadFile(plot), HasSubstr("<svg"));
+  EXPECT_THAT(ReadFile(plot), HasSubstr("budget"));
+  EXPECT_THAT(ReadFile(dump), HasSubstr("compute  compute"));
 }
 
 TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {

@@ -125,7 +125,8 @@ absl::StatusOr<int64_t> ReadSize(const Json& node, const std::string& id, const 
 }
 
 // Kahn's algorithm; among the ready nodes the earliest phase, then the
-// earliest in the file, goes first. Empty when there is a cycle.
+// earliest in the file, goes first. Shorter than the graph when there is a
+// cycle: the nodes left out are those on or after one.
 std::vector<int> StableTopologicalOrder(const std::vector<FileNode>& nodes) {
   const int n = static_cast<int>(nodes.size());
   std::vector<int> pending(static_cast<size_t>(n), 0);
@@ -154,40 +155,20 @@ std::vector<int> StableTopologicalOrder(const std::vector<FileNode>& nodes) {
       if (--pending[static_cast<size_t>(w)] == 0) ready.push(w);
     }
   }
-  if (static_cast<int>(order.size()) != n) order.clear();
   return order;
 }
 
-// Some node on a cycle, for the message: one that the order could not reach.
-std::string NodeOnCycle(const std::vector<FileNode>& nodes) {
-  // Repeatedly drop nodes with no remaining predecessor; what is left holds a
-  // cycle, and following predecessors from any of it walks onto one.
-  const int n = static_cast<int>(nodes.size());
-  std::vector<int> pending(static_cast<size_t>(n), 0);
-  std::vector<std::vector<int>> successors(static_cast<size_t>(n));
-  for (int v = 0; v < n; ++v) {
-    for (int u : nodes[static_cast<size_t>(v)].predecessors) {
-      successors[static_cast<size_t>(u)].push_back(v);
-      ++pending[static_cast<size_t>(v)];
-    }
-  }
-  std::vector<int> stack;
-  for (int v = 0; v < n; ++v) {
-    if (pending[static_cast<size_t>(v)] == 0) stack.push_back(v);
-  }
-  while (!stack.empty()) {
-    const int v = stack.back();
-    stack.pop_back();
-    for (int w : successors[static_cast<size_t>(v)]) {
-      if (--pending[static_cast<size_t>(w)] == 0) stack.push_back(w);
-    }
-  }
+// A node on a cycle, for the message, given an order that stopped short of
+// the whole graph: every node left out has a predecessor that is left out
+// too, so n steps back along such predecessors end on a cycle.
+std::string NodeOnCycle(const std::vector<FileNode>& nodes, const std::vector<int>& order) {
+  std::vector<bool> ordered(nodes.size(), false);
+  for (int v : order) ordered[static_cast<size_t>(v)] = true;
   int v = 0;
-  while (pending[static_cast<size_t>(v)] == 0) ++v;
-  // n steps back along remaining predecessors certainly end on the cycle.
-  for (int step = 0; step < n; ++step) {
+  while (ordered[static_cast<size_t>(v)]) ++v;
+  for (size_t step = 0; step < nodes.size(); ++step) {
     for (int u : nodes[static_cast<size_t>(v)].predecessors) {
-      if (pending[static_cast<size_t>(u)] > 0) {
+      if (!ordered[static_cast<size_t>(u)]) {
         v = u;
         break;
       }
@@ -362,8 +343,9 @@ absl::StatusOr<CostedGraph> ParseNodeLinkGraph(std::string_view json_text,
     }
   } else {
     order = StableTopologicalOrder(nodes);
-    if (order.empty()) {
-      return Invalid(fmt::format("the graph has a cycle through node '{}'", NodeOnCycle(nodes)));
+    if (static_cast<int>(order.size()) != n) {
+      return Invalid(
+          fmt::format("the graph has a cycle through node '{}'", NodeOnCycle(nodes, order)));
     }
   }
   for (size_t step = 1; step < order.size(); ++step) {
