@@ -12,12 +12,28 @@ function(spillway_set_warnings target)
   endif()
 endfunction()
 
-# spillway_library(NAME SOURCES ... DEPS ...)
+# spillway_installed(TARGET NAME): TARGET is installed and exported as
+# spillway::NAME (cmake/SpillwayInstall.cmake), its headers found under
+# include/spillway as they are under src/ here.
+function(spillway_installed target name)
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src> $<INSTALL_INTERFACE:include/spillway>)
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY SPILLWAY_INSTALLED_LIBRARIES ${target})
+endfunction()
+
+# spillway_library(NAME SOURCES ... DEPS ... [INTERNAL]): a stage's library,
+# spillway::NAME here and in an installed tree; INTERNAL ones (test harnesses)
+# are not installed.
 function(spillway_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "INTERNAL" "" "SOURCES;DEPS" ${ARGN})
   add_library(spillway_${name} STATIC ${ARG_SOURCES})
   add_library(spillway::${name} ALIAS spillway_${name})
-  target_include_directories(spillway_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  if(ARG_INTERNAL)
+    target_include_directories(spillway_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  else()
+    spillway_installed(spillway_${name} ${name})
+  endif()
   target_link_libraries(spillway_${name} PUBLIC ${ARG_DEPS})
   spillway_set_warnings(spillway_${name})
 endfunction()
