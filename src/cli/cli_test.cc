@@ -296,6 +296,14 @@ TEST(Cli, PlanAndCompareTakeAGraphWithItsOwnCosts) {
   EXPECT_THAT(text, HasSubstr("f0"));
   EXPECT_THAT(text, HasSubstr("b2"));
 
+  // inspect: the forward values backward nodes read (f0, f1 and the loss).
+  const CommandResult inspected = Spillway("inspect --json --graph " + graph);
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.out;
+  const nlohmann::json summary = nlohmann::json::parse(inspected.out);
+  EXPECT_EQ(summary["saved_tensors"], 3);
+  EXPECT_EQ(summary["saved_bytes"], 2 * (int64_t{256} << 20) + 4);
+  EXPECT_TRUE(summary["optimizer"].is_null());
+
   const CommandResult compare = Spillway("compare --graph " + graph + " --budget 640MiB --no-link");
   ASSERT_EQ(compare.exit_code, 0) << compare.out;
   EXPECT_THAT(compare.out,

@@ -30,8 +30,10 @@ nlohmann::json SummaryToJson(const InspectFlags& flags, const analysis::GraphSum
   }
   return {
       {"workload", DescribeWorkload(flags.workload)},
-      {"model", flags.workload.onnx.empty() ? flags.workload.model : flags.workload.onnx},
-      {"optimizer", flags.optimizer},
+      {"model", !flags.workload.graph.empty() ? flags.workload.graph
+                : flags.workload.onnx.empty() ? flags.workload.model
+                                              : flags.workload.onnx},
+      {"optimizer", flags.workload.graph.empty() ? nlohmann::json(flags.optimizer) : nullptr},
       {"nodes",
        {{"forward", s.forward_nodes}, {"backward", s.backward_nodes}, {"update", s.update_nodes}}},
       {"parameters", s.parameters},
@@ -56,8 +58,8 @@ nlohmann::json SummaryToJson(const InspectFlags& flags, const analysis::GraphSum
 }
 
 void PrintSummary(std::ostream& out, const InspectFlags& flags, const analysis::GraphSummary& s) {
-  fmt::print(out, "Workload        {} (optimizer {})\n", DescribeWorkload(flags.workload),
-             flags.optimizer);
+  fmt::print(out, "Workload        {}{}\n", DescribeWorkload(flags.workload),
+             flags.workload.graph.empty() ? fmt::format(" (optimizer {})", flags.optimizer) : "");
   fmt::print(out, "Nodes           {} forward, {} backward, {} update\n", s.forward_nodes,
              s.backward_nodes, s.update_nodes);
   fmt::print(out, "Parameters      {} ({}), optimizer state {}, buffers {}, inputs {}\n",
@@ -88,13 +90,28 @@ CommandRunner AddInspectCommand(CLI::App& app) {
       "Build a model's training graph and report its size, work, saved tensors and the "
       "memory peak of the naive schedule");
   auto flags = std::make_shared<InspectFlags>();
-  AddWorkloadFlags(*command, flags->workload);
+  AddWorkloadFlags(*command, flags->workload, GraphFiles::kAccepted);
   command->add_option("--optimizer", flags->optimizer, "Optimizer whose state is counted")
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->capture_default_str();
   command->add_flag("--json", flags->json, "Print the report as JSON (sizes in bytes)");
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
+    if (!flags->workload.graph.empty()) {
+      // A graph with its own costs is already a whole step.
+      if (command->count("--optimizer") > 0) {
+        return absl::InvalidArgumentError(
+            "--optimizer does not apply to --graph: the file is the whole step");
+      }
+      ASSIGN_OR_RETURN(const nodelink::CostedGraph costed, LoadGraphFile(flags->workload));
+      const analysis::GraphSummary summary = analysis::Summarize(costed.graph);
+      if (flags->json) {
+        out << SummaryToJson(*flags, summary).dump(2) << "\n";
+      } else {
+        PrintSummary(out, *flags, summary);
+      }
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags->workload));
     const ir::Graph& forward = workload.graph;
     autodiff::OptimizerOptions optimizer;

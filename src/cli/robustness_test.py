@@ -329,8 +329,10 @@ for command in ["plan", "compare"]:
     case(f"{command} --model resnet18 --graph-size x", "--graph-size applies to --graph only")
 case("plan --graph {graph_ok.json} --no-link --policy swap --budget 1MiB", "swap spills to host memory, and the device has no host link")
 case("plan --graph {graph_ok.json} --no-link --budget 1MiB", "hybrid spills to host memory, and the device has no host link")
-for command in ["inspect", "train", "forward"]:
-    case(f"{command} --graph {{graph_ok.json}}", "--graph")
+for command in ["train", "forward"]:
+    case(f"{command} --graph {{graph_ok.json}}", "--graph gives a graph to plan, not to run")
+case("inspect --graph {graph_ok.json} --optimizer adamw", "--optimizer does not apply to --graph")
+case("inspect --graph {graph_cycle.json}", "the graph has a cycle through node '")
 # Measured costs: profile's options, and costs files that cannot be used.
 case("profile --model resnet18", "--out is required")
 case("profile --model resnet18 --out {a_directory}", "is a directory")

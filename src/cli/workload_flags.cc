@@ -28,13 +28,14 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags, GraphFiles graph_
   if (graph_files == GraphFiles::kRefused) {
     // Present so that a graph file given here gets a message saying where it goes.
     command
-        .add_option("--graph", flags.graph, "Graph with its own costs: `plan` and `compare` only")
+        .add_option("--graph", flags.graph,
+                    "Graph with its own costs: `plan`, `compare` and `inspect` only")
         ->check(NotEmpty());
   } else {
     command
         .add_option("--graph", flags.graph,
                     "Node-link JSON graph with per-node durations and output sizes instead of "
-                    "--model: planned and simulated, never run (docs/graph-files.md)")
+                    "--model: inspected, planned and simulated, never run (docs/graph-files.md)")
         ->check(NotEmpty());
     command
         .add_option("--graph-duration", flags.graph_options.duration_attr,
@@ -201,7 +202,8 @@ absl::StatusOr<nodelink::CostedGraph> LoadGraphFile(const WorkloadFlags& flags) 
 absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outputs) {
   if (!flags.graph.empty()) {
     return absl::InvalidArgumentError(
-        "--graph gives a graph to plan, not to run: use it with `spillway plan` or `compare`");
+        "--graph gives a graph to plan, not to run: use it with `spillway plan`, `compare` or "
+        "`inspect`");
   }
   if (flags.model.empty() == flags.onnx.empty()) {
     return absl::InvalidArgumentError("give exactly one of --model and --onnx");
