@@ -121,8 +121,39 @@ absl::Status CheckGraphFileFlags(const CLI::App& command, const PlanFlags& flags
   return absl::OkStatus();
 }
 
+// The planning context over the workload's graph and costs.
 std::unique_ptr<PlanningWorkload> Finish(const PlanFlags& flags,
-                                         std::unique_ptr<PlanningWorkload> workload);
+                                         std::unique_ptr<PlanningWorkload> workload) {
+  planner::PlannerOptions options = flags.planner;
+  options.host_link = !flags.no_link;
+  options.budget_bytes = workload->budget_bytes;
+  options.progress = [progress = &workload->progress](int evaluations) {
+    progress->Draw(evaluations);
+  };
+  workload->context = std::make_unique<planner::PlanningContext>(
+      workload->training.graph, *workload->cost_model, workload->profile, options);
+  return workload;
+}
+
+// Replaces the roofline by the times a costs file measured (the roofline
+// stays for the nodes the file lacks), saying on stderr what they are.
+absl::Status UseCostsFile(const std::string& path, PlanningWorkload& workload) {
+  ASSIGN_OR_RETURN(const analysis::MeasuredCosts costs, analysis::LoadCostsFile(path));
+  ASSIGN_OR_RETURN(analysis::MeasuredCostModel measured,
+                   analysis::MakeMeasuredCostModel(costs, workload.training.graph,
+                                                   std::move(workload.cost_model)));
+  const analysis::MeasuredCosts::Configuration& on = costs.measured_on;
+  fmt::print(std::cerr,
+             "costs: {} of {} nodes and the copies from {} (measured on {}, {} backend, {} "
+             "threads, {}, {}){}\n",
+             measured.matched, measured.matched + measured.unmatched, path, on.machine, on.backend,
+             on.threads, on.isa, on.date,
+             measured.unmatched > 0
+                 ? fmt::format("; {} nodes it lacks keep the roofline's times", measured.unmatched)
+                 : "");
+  workload.cost_model = std::move(measured.model);
+  return absl::OkStatus();
+}
 
 absl::Status PrepareGraph(const PlanFlags& flags, PlanningWorkload& workload) {
   ASSIGN_OR_RETURN(nodelink::CostedGraph costed, LoadGraphFile(flags.workload));
@@ -158,38 +189,8 @@ absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags
       analysis::ParseMathMode(flags.math_mode).value_or(analysis::MathMode::kFp32);
   workload->cost_model =
       std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
-  if (!flags.costs.empty()) {
-    ASSIGN_OR_RETURN(const analysis::MeasuredCosts costs, analysis::LoadCostsFile(flags.costs));
-    ASSIGN_OR_RETURN(analysis::MeasuredCostModel measured,
-                     analysis::MakeMeasuredCostModel(costs, workload->training.graph,
-                                                     std::move(workload->cost_model)));
-    // On stderr: the costs behind every figure below, and what they were measured on.
-    fmt::print(std::cerr,
-               "costs: {} of {} nodes and the copies from {} (measured on {}, {} backend, {} "
-               "threads, {}, {}){}\n",
-               measured.matched, measured.matched + measured.unmatched, flags.costs,
-               costs.measured_on.machine, costs.measured_on.backend, costs.measured_on.threads,
-               costs.measured_on.isa, costs.measured_on.date,
-               measured.unmatched > 0 ? fmt::format("; {} nodes it lacks keep the roofline's times",
-                                                    measured.unmatched)
-                                      : "");
-    workload->cost_model = std::move(measured.model);
-  }
+  if (!flags.costs.empty()) RETURN_IF_ERROR(UseCostsFile(flags.costs, *workload));
   return Finish(flags, std::move(workload));
-}
-
-// The planning context over the workload's graph and costs.
-std::unique_ptr<PlanningWorkload> Finish(const PlanFlags& flags,
-                                         std::unique_ptr<PlanningWorkload> workload) {
-  planner::PlannerOptions options = flags.planner;
-  options.host_link = !flags.no_link;
-  options.budget_bytes = workload->budget_bytes;
-  options.progress = [progress = &workload->progress](int evaluations) {
-    progress->Draw(evaluations);
-  };
-  workload->context = std::make_unique<planner::PlanningContext>(
-      workload->training.graph, *workload->cost_model, workload->profile, options);
-  return workload;
 }
 
 absl::StatusOr<planner::PlanResult> Run(planner::Policy& policy, PlanningWorkload& workload,
