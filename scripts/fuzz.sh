@@ -50,7 +50,7 @@ if [ "$seconds" -eq 0 ]; then
   targets=()
   for name in "${!binaries[@]}"; do targets+=("$(basename "${binaries[$name]}")"); done
   cmake --build --preset fuzz -j "$(nproc)" --target "${targets[@]}"
-  for name in onnx_import npy hardware_profile checkpoint; do
+  for name in onnx_import npy hardware_profile checkpoint node_link; do
     echo "fuzz.sh: $name over ${corpora[$name]}"
     "${binaries[$name]}" -runs=0 "${corpora[$name]}"
   done
