@@ -64,7 +64,8 @@ TEST(CostsFile, BadFilesAreOneLineErrorsNamingTheField) {
               HasSubstr("field 'nodes.r1' must be a finite number of seconds >= 0, got -0.25"));
   EXPECT_THAT(Error(replaced("\"threads\": 2", "\"threads\": 0")),
               HasSubstr("measured_on.threads"));
-  EXPECT_THAT(Error(replaced("\"bytes\": 1000000,\n        \"seconds\": 0.000502", "\"bytes\": 0,\n        \"seconds\": 0.000502")),
+  EXPECT_THAT(Error(replaced("\"bytes\": 1000000,\n        \"seconds\": 0.000502",
+                             "\"bytes\": 0,\n        \"seconds\": 0.000502")),
               HasSubstr("field 'copies.host_to_device' needs samples of at least two sizes"));
   EXPECT_THAT(Error(replaced("\"backend\": \"cpu\"", "\"backend\": 3")),
               HasSubstr("field 'measured_on.backend' has the wrong type"));
