@@ -54,6 +54,9 @@ def train(binary, args, policy, budget, steps, costs):
     summary, error = run_json(binary, ["train", *args, "--policy", policy, "--budget", str(budget),
                                        "--steps", str(steps), *extra])
     if summary is None:
+        # Only a budget the policy cannot fit is a table cell; anything else stops the run.
+        if "cannot fit the step" not in error:
+            sys.exit(f"train --policy {policy} --budget {budget}: {error}")
         return None
     measured = statistics.median(summary["step_seconds"][1:])
     return summary["predicted_step_s"], measured
@@ -82,8 +85,10 @@ def main():
             if none is None:
                 sys.exit(f"{name}: {error}")
             arena = none["arena_bytes"]
-            tightest, _ = run_json(options.binary, ["plan", *args, "--policy", "hybrid",
-                                                    "--hardware", "cpu", "--budget", "1"])
+            tightest, error = run_json(options.binary, ["plan", *args, "--policy", "hybrid",
+                                                        "--hardware", "cpu", "--budget", "1"])
+            if tightest is None:
+                sys.exit(f"{name}: {error}")
             floor = tightest["smallest_arena_bytes"]
             for share in SHARES:
                 budget = int(floor + share * (arena - floor))

@@ -46,23 +46,29 @@ double RooflineCostModel::CopySeconds(int64_t bytes, CopyDirection direction) co
   return latency_s + static_cast<double>(bytes) / bandwidth;
 }
 
-TabulatedCostModel::TabulatedCostModel(std::vector<double> node_seconds,
-                                       std::unique_ptr<const CostModel> copies)
-    : node_seconds_(std::move(node_seconds)), copies_(std::move(copies)) {
-  SPILLWAY_CHECK(copies_ != nullptr, "a tabulated cost model needs a model for copies");
-  for (double seconds : node_seconds_) {
-    SPILLWAY_CHECK(std::isfinite(seconds) && seconds >= 0, "node times are finite and >= 0");
+TabulatedCostModel::TabulatedCostModel(std::vector<std::optional<double>> node_seconds,
+                                       std::unique_ptr<const CostModel> fallback,
+                                       std::optional<CopyLines> copies)
+    : node_seconds_(std::move(node_seconds)), fallback_(std::move(fallback)), copies_(copies) {
+  SPILLWAY_CHECK(fallback_ != nullptr, "a tabulated cost model needs a fallback model");
+  for (const std::optional<double>& seconds : node_seconds_) {
+    SPILLWAY_CHECK(!seconds || (std::isfinite(*seconds) && *seconds >= 0),
+                   "node times are finite and >= 0");
   }
 }
 
-double TabulatedCostModel::NodeSeconds(const ir::Graph& /*graph*/, const ir::Node& node) const {
+double TabulatedCostModel::NodeSeconds(const ir::Graph& graph, const ir::Node& node) const {
   SPILLWAY_CHECK(node.id >= 0 && static_cast<size_t>(node.id) < node_seconds_.size(),
-                 "a tabulated cost model has a time for every node it is asked about");
-  return node_seconds_[static_cast<size_t>(node.id)];
+                 "a tabulated cost model has an entry for every node it is asked about");
+  const std::optional<double>& seconds = node_seconds_[static_cast<size_t>(node.id)];
+  return seconds ? *seconds : fallback_->NodeSeconds(graph, node);
 }
 
 double TabulatedCostModel::CopySeconds(int64_t bytes, CopyDirection direction) const {
-  return copies_->CopySeconds(bytes, direction);
+  if (!copies_) return fallback_->CopySeconds(bytes, direction);
+  SPILLWAY_CHECK(bytes >= 0, "a copy of a negative number of bytes");
+  return (direction == CopyDirection::kDeviceToHost ? copies_->to_host : copies_->to_device)
+      .Seconds(bytes);
 }
 
 std::vector<double> NodeTimes(const CostModel& cost_model, const ir::Graph& graph) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -53,20 +54,39 @@ class RooflineCostModel final : public CostModel {
   double memory_bytes_per_s_ = 0;
 };
 
-// Times given per node (the durations of a cost-annotated graph file), and
-// copies timed by another model (the hardware profile's link). A recomputed
-// node is the original node run again, so it finds its time here too.
+// Copy time as latency plus bytes over bandwidth (a line fitted to measured
+// copies, analysis/costs_file.h).
+struct CopyLine {
+  double latency_s = 0;
+  double bytes_per_s = 0;
+  double Seconds(int64_t bytes) const {
+    return latency_s + static_cast<double>(bytes) / bytes_per_s;
+  }
+};
+
+// Times given per node (a graph file's durations, a costs file's
+// measurements), the rest from another model: the nodes the table has no
+// time for and, unless lines are given, the copies. A recomputed node is the
+// original node run again, so it finds its time here too.
 class TabulatedCostModel final : public CostModel {
  public:
-  // node_seconds[id] is node id's time, for every node of the graphs it costs.
-  TabulatedCostModel(std::vector<double> node_seconds, std::unique_ptr<const CostModel> copies);
+  struct CopyLines {
+    CopyLine to_host;
+    CopyLine to_device;
+  };
+  // node_seconds[id] is node id's time, or nullopt for `fallback`'s; the
+  // table has an entry for every node of the graphs it costs.
+  TabulatedCostModel(std::vector<std::optional<double>> node_seconds,
+                     std::unique_ptr<const CostModel> fallback,
+                     std::optional<CopyLines> copies = std::nullopt);
 
   double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const override;
   double CopySeconds(int64_t bytes, CopyDirection direction) const override;
 
  private:
-  std::vector<double> node_seconds_;
-  std::unique_ptr<const CostModel> copies_;
+  std::vector<std::optional<double>> node_seconds_;
+  std::unique_ptr<const CostModel> fallback_;
+  std::optional<CopyLines> copies_;
 };
 
 // NodeSeconds for every node of a graph, indexed by node id.

@@ -76,34 +76,6 @@ absl::StatusOr<std::vector<MeasuredCosts::CopySample>> Samples(const Json& copie
   return samples;
 }
 
-// Nodes by measured time, copies by fitted lines, the rest by the fallback.
-class Measured final : public CostModel {
- public:
-  Measured(std::vector<std::optional<double>> node_seconds, CopyLine to_host, CopyLine to_device,
-           std::unique_ptr<const CostModel> fallback)
-      : node_seconds_(std::move(node_seconds)),
-        to_host_(to_host),
-        to_device_(to_device),
-        fallback_(std::move(fallback)) {}
-
-  double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const override {
-    const size_t id = static_cast<size_t>(node.id);
-    if (id < node_seconds_.size() && node_seconds_[id].has_value()) return *node_seconds_[id];
-    return fallback_->NodeSeconds(graph, node);
-  }
-
-  double CopySeconds(int64_t bytes, CopyDirection direction) const override {
-    SPILLWAY_CHECK(bytes >= 0, "a copy of a negative number of bytes");
-    return (direction == CopyDirection::kDeviceToHost ? to_host_ : to_device_).Seconds(bytes);
-  }
-
- private:
-  std::vector<std::optional<double>> node_seconds_;
-  CopyLine to_host_;
-  CopyLine to_device_;
-  std::unique_ptr<const CostModel> fallback_;
-};
-
 }  // namespace
 
 absl::StatusOr<MeasuredCosts> ParseCostsFile(std::string_view json_text) {
@@ -232,9 +204,10 @@ absl::StatusOr<MeasuredCostModel> MakeMeasuredCostModel(const MeasuredCosts& cos
         "({}); profile this workload",
         result.matched, graph.num_nodes(), costs.workload));
   }
-  result.model =
-      std::make_unique<Measured>(std::move(node_seconds), FitCopyLine(costs.device_to_host),
-                                 FitCopyLine(costs.host_to_device), std::move(fallback));
+  result.model = std::make_unique<TabulatedCostModel>(
+      std::move(node_seconds), std::move(fallback),
+      TabulatedCostModel::CopyLines{.to_host = FitCopyLine(costs.device_to_host),
+                                    .to_device = FitCopyLine(costs.host_to_device)});
   return result;
 }
 

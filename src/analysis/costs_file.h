@@ -55,15 +55,8 @@ std::string CostsFileToJson(const MeasuredCosts& costs);
 // Reads and parses (at most 64 MiB); errors start with the path.
 absl::StatusOr<MeasuredCosts> LoadCostsFile(const std::string& path);
 
-// Copy time as latency plus bytes over bandwidth, fitted by least squares
-// (latency clamped at zero, refitted through the origin if it would be below).
-struct CopyLine {
-  double latency_s = 0;
-  double bytes_per_s = 0;
-  double Seconds(int64_t bytes) const {
-    return latency_s + static_cast<double>(bytes) / bytes_per_s;
-  }
-};
+// A copy line fitted to samples by least squares (the latency clamped at
+// zero: refitted through the origin if it would be below).
 CopyLine FitCopyLine(const std::vector<MeasuredCosts::CopySample>& samples);
 
 // The cost model a costs file gives a graph: each node its measured time by

@@ -46,6 +46,12 @@ std::string DescribeBackend(const BackendFlags& flags) {
                      paths->onednn_version, paths->onednn_isa, paths->direct_kernels);
 }
 
+std::string DirectKernelPath(const BackendFlags& flags) {
+  if (flags.backend != "cpu") return "";
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  return paths.ok() ? paths->direct_kernels : "";
+}
+
 nlohmann::ordered_json BackendToJson(const BackendFlags& flags) {
   nlohmann::ordered_json json = {{"backend", flags.backend},
                                  {"threads", flags.threads},

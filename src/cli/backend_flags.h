@@ -27,6 +27,10 @@ absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendFlag
 // "cpu, 2 threads, oneDNN 2.6.3 on avx512_core, direct kernels avx512", or "reference".
 std::string DescribeBackend(const BackendFlags& flags);
 
+// The CPU backend's direct-kernel path ("avx512", "avx2", "generic") for
+// these flags; empty for another backend or when it cannot be told.
+std::string DirectKernelPath(const BackendFlags& flags);
+
 // {"backend", "threads", "onednn_version", "onednn_isa", "direct_kernels"}:
 // the configuration bits are reproducible for (docs/training.md). The last
 // three are null for the reference backend.

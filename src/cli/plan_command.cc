@@ -159,7 +159,7 @@ absl::Status PrepareGraph(const PlanFlags& flags, PlanningWorkload& workload) {
   ASSIGN_OR_RETURN(nodelink::CostedGraph costed, LoadGraphFile(flags.workload));
   workload.training.graph = std::move(costed.graph);
   workload.cost_model = std::make_unique<analysis::TabulatedCostModel>(
-      std::move(costed.node_seconds),
+      std::vector<std::optional<double>>(costed.node_seconds.begin(), costed.node_seconds.end()),
       std::make_unique<analysis::RooflineCostModel>(workload.profile));
   return absl::OkStatus();
 }
@@ -529,15 +529,12 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     RETURN_IF_ERROR(CheckGraphFileFlags(*command, *flags));
     ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
     std::vector<planner::PlanResult> results;
-    std::vector<std::string> names = planner::PolicyNames();
-    // Without a host link only the policies that do not spill can run.
+    // The heuristics; without a host link, only those that do not spill.
+    std::vector<std::string> names;
     std::vector<std::string> need_link;
-    if (flags->no_link) {
-      std::erase_if(names, [&](const std::string& name) {
-        const bool spills = name != "none" && name != "recompute";
-        if (spills) need_link.push_back(name);
-        return spills;
-      });
+    for (const planner::PolicyEntry& entry : planner::PolicyRegistry()) {
+      if (entry.exact) continue;
+      (flags->no_link && entry.needs_host_link ? need_link : names).push_back(entry.name);
     }
     const size_t total = names.size() + (*with_optimal ? 1 : 0);
     for (size_t i = 0; i < names.size(); ++i) {

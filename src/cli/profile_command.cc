@@ -5,17 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <fstream>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "analysis/costs_file.h"
 #include "analysis/hardware.h"
-#include "backends/cpu/cpu_isa.h"
 #include "cli/backend_flags.h"
 #include "cli/commands.h"
 #include "cli/option_validators.h"
@@ -169,8 +167,8 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     costs.measured_on.machine = MachineName();
     costs.measured_on.backend = flags->backend.backend;
     costs.measured_on.threads = flags->backend.threads;
-    absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
-    costs.measured_on.isa = paths.ok() ? paths->direct_kernels : "unknown";
+    costs.measured_on.isa = DirectKernelPath(flags->backend);
+    if (costs.measured_on.isa.empty()) costs.measured_on.isa = "unknown";
     costs.measured_on.date = Today();
     costs.workload = DescribeWorkload(flags->workload);
     double step_s = 0;

@@ -272,9 +272,7 @@ CommandRunner AddTrainCommand(CLI::App& app) {
       ASSIGN_OR_RETURN(costs, analysis::LoadCostsFile(flags->costs));
       options.costs = &*costs;
       // Times measured under another configuration still plan, but say so.
-      const nlohmann::ordered_json here = BackendToJson(flags->backend);
-      const std::string isa =
-          here["direct_kernels"].is_string() ? here["direct_kernels"].get<std::string>() : "";
+      const std::string isa = DirectKernelPath(flags->backend);
       if (costs->measured_on.backend != flags->backend.backend ||
           costs->measured_on.threads != flags->backend.threads || costs->measured_on.isa != isa) {
         fmt::print(std::cerr,

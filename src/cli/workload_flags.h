@@ -29,8 +29,9 @@ struct WorkloadFlags {
   std::vector<std::string> input_shapes;
   std::string loss;
   std::vector<std::string> frozen;  // initializer name prefixes that are not trained
-  // A node-link graph with its own costs instead of a model: planning and
-  // simulation only (plan, compare), with the names of its attributes.
+  // A node-link graph with its own costs instead of a model: inspection,
+  // planning and simulation only (inspect, plan, compare), with the names of
+  // its attributes.
   std::string graph;
   nodelink::NodeLinkOptions graph_options;
   std::optional<int64_t> batch;  // the model's default (1), or the file's shapes
@@ -45,7 +46,8 @@ struct WorkloadFlags {
 
 // Adds --model or --onnx (with --input-shape and --loss), --batch, --image,
 // --height, --width, --classes and the model-specific options to `command`;
-// with `graph_files` (plan, compare) also --graph and its attribute names.
+// with GraphFiles::kAccepted (inspect, plan, compare) also --graph's
+// attribute names; otherwise --graph only to say where it goes.
 enum class GraphFiles { kRefused, kAccepted };
 void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags,
                       GraphFiles graph_files = GraphFiles::kRefused);

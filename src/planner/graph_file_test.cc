@@ -61,7 +61,8 @@ struct GraphFileWorkload {
   GraphFileWorkload(const std::string& text, int64_t budget_bytes, bool host_link)
       : costed(*nodelink::ParseNodeLinkGraph(text, {})),
         profile(*analysis::LoadHardwareProfile("h200-141g-pcie5")),
-        cost_model(costed.node_seconds, std::make_unique<analysis::RooflineCostModel>(profile)),
+        cost_model({costed.node_seconds.begin(), costed.node_seconds.end()},
+                   std::make_unique<analysis::RooflineCostModel>(profile)),
         context(costed.graph, cost_model, profile,
                 {.budget_bytes = budget_bytes, .host_link = host_link}) {}
   nodelink::CostedGraph costed;
@@ -119,7 +120,11 @@ TEST(NoHostLink, OnlyRecomputationPlansAndTheSpillingPoliciesSayWhy) {
   ASSERT_TRUE(recompute.ok()) << recompute.status();
   EXPECT_TRUE(recompute->feasible);
   EXPECT_EQ(recompute->best.plan.Count(program::Decision::kSpill), 0);
-  for (std::string_view policy : {"swap", "swap-lms", "hybrid-seed", "hybrid"}) {
+  int refusing = 0;
+  for (const PolicyEntry& entry : PolicyRegistry()) {
+    if (!entry.needs_host_link) continue;
+    ++refusing;
+    const std::string& policy = entry.name;
     absl::StatusOr<PlanResult> refused = Plan(policy, w.context);
     ASSERT_FALSE(refused.ok()) << policy;
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -127,6 +132,7 @@ TEST(NoHostLink, OnlyRecomputationPlansAndTheSpillingPoliciesSayWhy) {
                 HasSubstr(fmt::format("{} spills to host memory, and the device has no host link",
                                       policy)));
   }
+  EXPECT_EQ(refusing, 5);  // swap, swap-lms, hybrid-seed, hybrid-seed-lms, hybrid
   // A plan that spills is refused whoever makes it.
   program::Plan spilling = w.context.KeepAll("test");
   spilling.Spill(*w.costed.graph.FindValue("f3"));

@@ -821,7 +821,6 @@ class HybridPlanner {
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
-  RETURN_IF_ERROR(context.RequireHostLink("hybrid"));
   return HybridPlanner(context, options_).Run();
 }
 

@@ -50,7 +50,6 @@ std::vector<RecomputationUnit> Units(const PlanningContext& context, const progr
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
-  RETURN_IF_ERROR(context.RequireHostLink("hybrid-seed"));
   SwapPolicy swap;
   ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context));
   return RecomputeUnits(context, std::move(swapped));

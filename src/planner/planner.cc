@@ -60,14 +60,6 @@ absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   return *std::move(outcome.evaluation);
 }
 
-absl::Status PlanningContext::RequireHostLink(std::string_view policy) const {
-  if (options_.host_link) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      fmt::format("{} spills to host memory, and the device has no host link (--no-link): use "
-                  "recompute or optimal",
-                  policy));
-}
-
 PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s,
                                                   bool bounded) const {
   Outcome outcome;
@@ -214,7 +206,8 @@ namespace {
 template <typename P>
 PolicyEntry Entry(std::string summary, bool exact = false) {
   auto make = []() -> std::unique_ptr<Policy> { return std::make_unique<P>(); };
-  return PolicyEntry{std::string(P().name()), std::move(summary), make, exact};
+  return PolicyEntry{std::string(P().name()), std::move(summary), make, exact,
+                     P().needs_host_link()};
 }
 }  // namespace
 
@@ -260,6 +253,12 @@ absl::Status ValidatePlannerOptions(const PlannerOptions& options) {
 
 absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   RETURN_IF_ERROR(ValidatePlannerOptions(context.options()));
+  if (policy.needs_host_link() && !context.options().host_link) {
+    return absl::FailedPreconditionError(
+        fmt::format("{} spills to host memory, and the device has no host link (--no-link): use "
+                    "recompute or optimal",
+                    policy.name()));
+  }
   const auto start = std::chrono::steady_clock::now();
   const int evaluations_before = context.evaluations();
   const int laid_out_before = context.laid_out();

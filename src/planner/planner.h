@@ -144,9 +144,6 @@ class PlanningContext {
   bool CanSpill(ir::ValueId value) const {
     return options_.host_link && program::CanSpill(graph_, value);
   }
-  // OK, or FailedPrecondition naming the policy when it needs a host link
-  // and the device has none.
-  absl::Status RequireHostLink(std::string_view policy) const;
 
   // Saved activations, in the order of their producers in the schedule.
   const std::vector<autodiff::SavedTensor>& saved() const { return saved_; }
@@ -250,6 +247,9 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual std::string_view name() const = 0;
+  // Whether its plans spill: RunPolicy refuses it on a device without a host
+  // link (PlannerOptions::host_link), and `compare` lists it as not run.
+  virtual bool needs_host_link() const = 0;
   // Errors are for what cannot be planned at all (a pin that cannot be
   // honoured); a budget too small is a result with feasible = false.
   virtual absl::StatusOr<PlanResult> Run(PlanningContext& context) = 0;
@@ -265,6 +265,7 @@ struct PolicyEntry {
   // An exact solver: the ruler the heuristics are measured by. `compare`,
   // `train` and the portfolio's tests run the heuristics only.
   bool exact = false;
+  bool needs_host_link = true;  // Policy::needs_host_link
 };
 const std::vector<PolicyEntry>& PolicyRegistry();
 

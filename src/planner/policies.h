@@ -17,6 +17,7 @@ namespace spillway::planner {
 class NonePolicy final : public Policy {
  public:
   std::string_view name() const override { return "none"; }
+  bool needs_host_link() const override { return false; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 };
 
@@ -36,6 +37,7 @@ class SwapPolicy final : public Policy {
   using Options = SwapOptions;
   explicit SwapPolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "swap"; }
+  bool needs_host_link() const override { return true; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
   // The plan for one setting, for tests and for hybrid-seed.
@@ -140,6 +142,7 @@ class SwapLmsPolicy final : public Policy {
   using Options = SwapLmsOptions;
   explicit SwapLmsPolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "swap-lms"; }
+  bool needs_host_link() const override { return true; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
  private:
@@ -174,6 +177,7 @@ class RecomputePolicy final : public Policy {
   using Options = RecomputeOptions;
   explicit RecomputePolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "recompute"; }
+  bool needs_host_link() const override { return false; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
   static program::Plan SqrtCheckpoints(const PlanningContext& context);
@@ -202,6 +206,7 @@ class RecomputePolicy final : public Policy {
 class HybridSeedPolicy final : public Policy {
  public:
   std::string_view name() const override { return "hybrid-seed"; }
+  bool needs_host_link() const override { return true; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
   // Run's second half: the unit refinement of a swap policy's result (Run
@@ -214,6 +219,7 @@ class HybridSeedPolicy final : public Policy {
 class HybridSeedLmsPolicy final : public Policy {
  public:
   std::string_view name() const override { return "hybrid-seed-lms"; }
+  bool needs_host_link() const override { return true; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 };
 
@@ -250,6 +256,7 @@ class HybridPolicy final : public Policy {
   using Options = HybridOptions;
   explicit HybridPolicy(Options options = {}) : options_(options) {}
   std::string_view name() const override { return "hybrid"; }
+  bool needs_host_link() const override { return true; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
  private:
@@ -281,6 +288,7 @@ class OptimalPolicy final : public Policy {
   using Options = OptimalOptions;
   explicit OptimalPolicy(Options options = {}) : options_(std::move(options)) {}
   std::string_view name() const override { return "optimal"; }
+  bool needs_host_link() const override { return false; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
  private:

@@ -357,7 +357,6 @@ std::string Describe(const LmsModel& model, const LmsModel::Tuning& tuning) {
 }  // namespace
 
 absl::StatusOr<PlanResult> SwapLmsPolicy::Run(PlanningContext& context) {
-  RETURN_IF_ERROR(context.RequireHostLink("swap-lms"));
   const LmsModel model(context, options_);
   const LmsModel::Tuning tuning = model.Tune();
   PlanResult result;
@@ -368,7 +367,6 @@ absl::StatusOr<PlanResult> SwapLmsPolicy::Run(PlanningContext& context) {
 }
 
 absl::StatusOr<PlanResult> HybridSeedLmsPolicy::Run(PlanningContext& context) {
-  RETURN_IF_ERROR(context.RequireHostLink("hybrid-seed-lms"));
   SwapLmsPolicy swap;
   ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context));
   std::string tuning = swapped.tuning;

@@ -95,7 +95,6 @@ program::Plan SwapPolicy::PlanFor(const PlanningContext& context, int threshold,
 }
 
 absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
-  RETURN_IF_ERROR(context.RequireHostLink("swap"));
   const SwapSetup setup = Setup(context);
   auto evaluate = [&](int threshold, int ahead) {
     return context.Evaluate(PlanFrom(context, setup, threshold, ahead));

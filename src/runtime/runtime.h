@@ -65,8 +65,8 @@ struct StepResult {
   int64_t peak_resident_bytes = 0;  // most device bytes resident at once
   int64_t peak_host_bytes = 0;      // most host-pool bytes in use at once
   std::map<ir::ValueId, std::vector<std::byte>> captured;
-  // With StepOptions::time_nodes: seconds per node id (-1 for a node that
-  // did not run as such, e.g. none in a forward-only Program's backward pass).
+  // With StepOptions::time_nodes: seconds per node id, -1 for a node the
+  // compute stream did not run as itself (a recomputation is not timed).
   std::vector<double> node_seconds;
 };
 
