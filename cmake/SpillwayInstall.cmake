@@ -1,5 +1,6 @@
-# `cmake --install`: the stage libraries, their headers, the command line, and
-# a CMake package, so that another project can
+# `cmake --install`: the stage libraries, their headers, the command line, the
+# Python package (src/python, when it is built), and a CMake package, so that
+# another project can
 #   find_package(spillway REQUIRED)
 #   target_link_libraries(app PRIVATE spillway::spillway)   # or one stage: spillway::planner
 # docs/library.md; tested by the `install` label (cmake/install_test).
@@ -31,7 +32,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/
   DESTINATION include/spillway
   FILES_MATCHING PATTERN "*.h"
   PATTERN "fuzz" EXCLUDE
-  PATTERN "cli" EXCLUDE)
+  PATTERN "cli" EXCLUDE
+  PATTERN "python" EXCLUDE)
 install(EXPORT spillwayTargets NAMESPACE spillway:: DESTINATION ${SPILLWAY_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/spillwayConfig.cmake.in
   ${PROJECT_BINARY_DIR}/spillwayConfig.cmake INSTALL_DESTINATION ${SPILLWAY_CMAKE_DIR})
@@ -43,11 +45,16 @@ install(FILES ${PROJECT_BINARY_DIR}/spillwayConfig.cmake
 # Installs this build into a temporary prefix, builds a small program against
 # it with find_package, and runs it.
 if(SPILLWAY_BUILD_TESTS)
+  set(python_check "")
+  if(SPILLWAY_PYTHON_ENABLED)
+    set(python_check -DPYTHON=${Python_EXECUTABLE} -DPYTHON_DIR=${SPILLWAY_PYTHON_INSTALL_DIR})
+  endif()
   add_test(NAME install_consumer
     COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
       -DSOURCE_DIR=${PROJECT_SOURCE_DIR}/cmake/install_test
       -DWORK_DIR=${PROJECT_BINARY_DIR}/install_test
       -DCONFIG=$<CONFIG>
+      ${python_check}
       -P ${PROJECT_SOURCE_DIR}/cmake/install_test/run.cmake)
   set_tests_properties(install_consumer PROPERTIES LABELS install TIMEOUT 600)
 endif()

@@ -27,6 +27,9 @@ are allowed) changes how it runs; more than one may be given:
   <!-- doc-test: skip (REASON) -->   not run; the reason is printed
   <!-- doc-test: needs torch -->     run only if this Python imports torch
                                      and torchvision; else skipped, saying so
+  <!-- doc-test: needs module -->    run only if the Python module was built
+                                     (BINARY's build folder has python/spillway,
+                                     which goes on PYTHONPATH); else skipped
   <!-- doc-test: file NAME -->       not run: the block's text is written to
                                      NAME in the file's directory before the
                                      file's first command, so a command may
@@ -153,6 +156,8 @@ def parse_marker(path, block, text):
         return "skip", m.group(1).strip()
     if text == "needs torch":
         return "needs", "torch"
+    if text == "needs module":
+        return "needs", "module"
     m = re.fullmatch(r"file\s+([A-Za-z0-9_.-]+)", text)
     if m:
         return "file", m.group(1)
@@ -161,7 +166,7 @@ def parse_marker(path, block, text):
     if text == "run last":
         return "last", None
     raise SystemExit(f"{path}:{block.line}: unknown doc-test marker '{text}' (know: "
-                     "'skip (REASON)', 'needs torch', 'file NAME', 'run', 'run last')")
+                     "'skip (REASON)', 'needs torch', 'needs module', 'file NAME', 'run', 'run last')")
 
 
 def have_torch():
@@ -178,6 +183,13 @@ def tail(text, lines=20):
     return "\n".join("    | " + p for p in parts[-lines:])
 
 
+def module_dir(binary):
+    """The build folder's python/ (holding the spillway package), or None."""
+    build = os.path.dirname(os.path.dirname(os.path.dirname(binary)))  # <build>/src/cli/spillway
+    folder = os.path.join(build, "python")
+    return folder if os.path.isfile(os.path.join(folder, "spillway", "__init__.py")) else None
+
+
 def run_file(path, root, binary, shims, list_only):
     """Runs one Markdown file's examples; returns (ran, skipped, failures)."""
     rel = os.path.relpath(path, root)
@@ -189,7 +201,8 @@ def run_file(path, root, binary, shims, list_only):
         kinds = [parse_marker(rel, block, m) for m in block.markers]
         skip = [arg for kind, arg in kinds if kind == "skip"]
         files = [arg for kind, arg in kinds if kind == "file"]
-        needs_torch = any(kind == "needs" for kind, _ in kinds)
+        needs_torch = any(kind == "needs" and arg == "torch" for kind, arg in kinds)
+        needs_module = any(kind == "needs" and arg == "module" for kind, arg in kinds)
         forced = any(kind == "run" for kind, _ in kinds)
         target = last if any(kind == "last" for kind, _ in kinds) else plan
         if skip:
@@ -199,6 +212,10 @@ def run_file(path, root, binary, shims, list_only):
         elif block.lang == "python" or (
                 (block.lang in SHELL_LANGS or block.lang in CONSOLE_LANGS) and
                 (forced or block.invokes_spillway())):
+            if needs_module and module_dir(binary) is None:
+                target.append((block, "skip", "needs the Python module: install pybind11-dev "
+                                              "and python3-dev and rebuild"))
+                continue
             if needs_torch:
                 if torch_missing is None:
                     torch_missing = have_torch() or ""
@@ -219,6 +236,9 @@ def run_file(path, root, binary, shims, list_only):
                 print(f"{rel}:{block.line}: file {detail}")
         env = dict(os.environ)
         env["PATH"] = shims + os.pathsep + env.get("PATH", "")
+        if module_dir(binary) is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [module_dir(binary), env.get("PYTHONPATH")]))
         for block, action, detail in plan:
             if action == "skip":
                 print(f"{rel}:{block.line}: SKIPPED ({detail})")

@@ -13,6 +13,8 @@ packages=(
   clang libclang-rt-14-dev
   valgrind
   librsvg2-bin
+  # The Python module (src/python) and its tests.
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 
 missing=()

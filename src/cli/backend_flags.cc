@@ -3,12 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_isa.h"
 #include "backends/registry.h"
 #include "cli/option_validators.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
-#include "support/status_macros.h"
 
 namespace spillway::cli {
 
@@ -32,39 +30,6 @@ void AddBackendFlags(CLI::App& command, BackendFlags& flags) {
                               kMaxThreads))
       ->check(Integer(1, kMaxThreads))
       ->capture_default_str();
-}
-
-absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendFlags& flags) {
-  return backends::MakeBackend(flags.backend, {.threads = flags.threads});
-}
-
-std::string DescribeBackend(const BackendFlags& flags) {
-  if (flags.backend != "cpu") return flags.backend;
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
-  if (!paths.ok()) return fmt::format("cpu, {} threads", flags.threads);
-  return fmt::format("cpu, {} threads, oneDNN {} on {}, direct kernels {}", flags.threads,
-                     paths->onednn_version, paths->onednn_isa, paths->direct_kernels);
-}
-
-std::string DirectKernelPath(const BackendFlags& flags) {
-  if (flags.backend != "cpu") return "";
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
-  return paths.ok() ? paths->direct_kernels : "";
-}
-
-nlohmann::ordered_json BackendToJson(const BackendFlags& flags) {
-  nlohmann::ordered_json json = {{"backend", flags.backend},
-                                 {"threads", flags.threads},
-                                 {"onednn_version", nullptr},
-                                 {"onednn_isa", nullptr},
-                                 {"direct_kernels", nullptr}};
-  if (flags.backend != "cpu") return json;
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
-  if (!paths.ok()) return json;
-  json["onednn_version"] = paths->onednn_version;
-  json["onednn_isa"] = paths->onednn_isa;
-  json["direct_kernels"] = paths->direct_kernels;
-  return json;
 }
 
 }  // namespace spillway::cli

@@ -20,6 +20,7 @@
 #include "fmt/ranges.h"
 #include "nlohmann/json.hpp"
 #include "runtime/forward.h"
+#include "session/export.h"
 #include "support/file_io.h"
 #include "support/npy.h"
 #include "support/status_macros.h"
@@ -34,6 +35,7 @@ struct ForwardFlags {
   WorkloadFlags workload;
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir;
+  std::string checkpoint;  // parameters and buffers from here instead
   BackendFlags backend;
   bool json = false;
 };
@@ -138,10 +140,11 @@ absl::StatusOr<std::map<std::string, InputValue>> GatherInputs(const ir::Graph& 
   return inputs;
 }
 
-// Parameters and buffers: the ONNX file's, or a built-in model's initialized
-// from the seed.
+// Parameters and buffers: a checkpoint's, the ONNX file's, or a built-in model's
+// initialized from the seed.
 absl::StatusOr<std::map<std::string, std::vector<std::byte>>> ModelValues(
-    Workload& workload, const ForwardFlags& flags) {
+    session::Workload& workload, const ForwardFlags& flags) {
+  if (!flags.checkpoint.empty()) return session::CheckpointValues(workload.graph, flags.checkpoint);
   if (!flags.workload.onnx.empty()) return std::move(workload.initial_values);
   ASSIGN_OR_RETURN(
       const auto state,
@@ -202,13 +205,14 @@ std::string FileName(std::string_view name) {
 }
 
 // An ONNX model's outputs go by the file's names, a built-in model's by value names.
-const std::string& OutputName(const Workload& workload, size_t i) {
+const std::string& OutputName(const session::Workload& workload, size_t i) {
   return workload.output_names.empty() ? workload.graph.value(workload.graph.outputs()[i]).name
                                        : workload.output_names[i];
 }
 
 absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
-  ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags.workload, WorkloadOutputs::kAny));
+  ASSIGN_OR_RETURN(session::Workload workload,
+                   session::BuildWorkload(flags.workload, session::WorkloadOutputs::kAny));
   const ir::Graph& graph = workload.graph;
   RETURN_IF_ERROR(train::CheckStateFitsHost(graph));
   ASSIGN_OR_RETURN(const auto inputs, GatherInputs(graph, flags));
@@ -252,7 +256,8 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     }
   }
 
-  ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags.backend));
+  ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend,
+                   session::MakeBackend(flags.backend));
   ASSIGN_OR_RETURN(const runtime::ForwardResult result,
                    runtime::RunForward(graph, *backend, bytes));
 
@@ -288,10 +293,10 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
   }
   if (flags.json) {
     nlohmann::ordered_json json = {
-        {"workload", DescribeWorkload(flags.workload)},
+        {"workload", session::DescribeWorkload(flags.workload)},
         {"parameters", parameters},
     };
-    json.update(BackendToJson(flags.backend));
+    json.update(session::BackendToJson(flags.backend));
     json.update(nlohmann::ordered_json{
         {"seconds", result.seconds},
         {"peak_device_bytes", result.peak_device_bytes},
@@ -314,14 +319,14 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     out << json.dump(2) << "\n";
     return absl::OkStatus();
   }
-  fmt::print(out, "Workload   {}, {} parameters\n", DescribeWorkload(flags.workload),
+  fmt::print(out, "Workload   {}, {} parameters\n", session::DescribeWorkload(flags.workload),
              FormatCount(static_cast<double>(parameters)));
   for (const auto& [name, input] : inputs) {
     fmt::print(out, "Input      {}: {}{}\n", name, input.source,
                input.source.starts_with("seed ") ? " (uniform values; give it with --input)" : "");
   }
   fmt::print(out, "Ran        {} nodes on {} in {:.3f} s, peak device memory {}\n",
-             graph.num_nodes(), DescribeBackend(flags.backend), result.seconds,
+             graph.num_nodes(), session::DescribeBackend(flags.backend), result.seconds,
              FormatBytes(result.peak_device_bytes));
   for (const OutputSummary& s : outputs) {
     fmt::print(out, "Output     {} {} {}: mean {:.6g}, min {:.6g}, max {:.6g}{}\n", s.name,
@@ -351,6 +356,11 @@ CommandRunner AddForwardCommand(CLI::App& app) {
   command
       ->add_option("--output-dir", flags->output_dir,
                    "Write each output as DIR/<name>.npy, in ONNX order")
+      ->check(NotEmpty());
+  command
+      ->add_option("--checkpoint", flags->checkpoint,
+                   "Take the parameters and batch-norm statistics from a checkpoint of this model "
+                   "(train --save) instead of the ONNX file or the seed")
       ->check(NotEmpty());
   AddBackendFlags(*command, flags->backend);
   command->add_flag("--json", flags->json,

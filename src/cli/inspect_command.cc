@@ -29,7 +29,7 @@ nlohmann::json SummaryToJson(const InspectFlags& flags, const analysis::GraphSum
                        {"bytes", t.bytes}});
   }
   return {
-      {"workload", DescribeWorkload(flags.workload)},
+      {"workload", session::DescribeWorkload(flags.workload)},
       {"model", !flags.workload.graph.empty() ? flags.workload.graph
                 : flags.workload.onnx.empty() ? flags.workload.model
                                               : flags.workload.onnx},
@@ -58,7 +58,7 @@ nlohmann::json SummaryToJson(const InspectFlags& flags, const analysis::GraphSum
 }
 
 void PrintSummary(std::ostream& out, const InspectFlags& flags, const analysis::GraphSummary& s) {
-  fmt::print(out, "Workload        {}{}\n", DescribeWorkload(flags.workload),
+  fmt::print(out, "Workload        {}{}\n", session::DescribeWorkload(flags.workload),
              flags.workload.graph.empty() ? fmt::format(" (optimizer {})", flags.optimizer) : "");
   fmt::print(out, "Nodes           {} forward, {} backward, {} update\n", s.forward_nodes,
              s.backward_nodes, s.update_nodes);
@@ -103,7 +103,7 @@ CommandRunner AddInspectCommand(CLI::App& app) {
         return absl::InvalidArgumentError(
             "--optimizer does not apply to --graph: the file is the whole step");
       }
-      ASSIGN_OR_RETURN(const nodelink::CostedGraph costed, LoadGraphFile(flags->workload));
+      ASSIGN_OR_RETURN(const nodelink::CostedGraph costed, session::LoadGraphFile(flags->workload));
       const analysis::GraphSummary summary = analysis::Summarize(costed.graph);
       if (flags->json) {
         out << SummaryToJson(*flags, summary).dump(2) << "\n";
@@ -112,7 +112,7 @@ CommandRunner AddInspectCommand(CLI::App& app) {
       }
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(Workload workload, BuildWorkload(flags->workload));
+    ASSIGN_OR_RETURN(session::Workload workload, session::BuildWorkload(flags->workload));
     const ir::Graph& forward = workload.graph;
     autodiff::OptimizerOptions optimizer;
     optimizer.kind = flags->optimizer == "adamw" ? autodiff::OptimizerKind::kAdam

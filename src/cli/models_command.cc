@@ -2,11 +2,11 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/model_option_flags.h"
 #include "fmt/format.h"
 #include "fmt/ostream.h"
 #include "models/models.h"
 #include "nlohmann/json.hpp"
+#include "session/option_flags.h"
 
 namespace spillway::cli {
 
@@ -23,7 +23,7 @@ CommandRunner AddModelsCommand(CLI::App& app) {
         nlohmann::json options = nlohmann::json::array();
         for (const models::ModelOptionInfo& option : model.options) {
           options.push_back({{"name", option.name},
-                             {"flag", std::string(ModelOptionFlag(option.name))},
+                             {"flag", std::string(session::ModelOptionFlag(option.name))},
                              {"default", option.default_value},
                              {"description", option.description}});
         }
@@ -36,7 +36,7 @@ CommandRunner AddModelsCommand(CLI::App& app) {
     for (const models::ModelInfo& model : list) {
       fmt::print(out, "{:<15} {}\n", model.name, model.description);
       for (const models::ModelOptionInfo& option : model.options) {
-        fmt::print(out, "    {:<16} {} (default {})\n", ModelOptionFlag(option.name),
+        fmt::print(out, "    {:<16} {} (default {})\n", session::ModelOptionFlag(option.name),
                    option.description, option.default_value);
       }
     }

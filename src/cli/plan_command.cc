@@ -27,6 +27,7 @@
 #include "planner/planner.h"
 #include "planner/policies.h"
 #include "planner/step_relaxation.h"
+#include "session/planning.h"
 #include "sim/chrome_trace.h"
 #include "sim/memory_plot.h"
 #include "support/file_io.h"
@@ -91,16 +92,6 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
   command.add_flag("--json", flags.json, "Print the result as JSON (bytes, seconds, FLOPs)");
 }
 
-// The workload, costed and ready to plan.
-struct PlanningWorkload {
-  autodiff::TrainingGraph training;
-  analysis::HardwareProfile profile;
-  std::unique_ptr<analysis::CostModel> cost_model;
-  int64_t budget_bytes = 0;
-  PlanningProgress progress;
-  std::unique_ptr<planner::PlanningContext> context;
-};
-
 // The options that describe a model's training step, which a graph file
 // already is: refused with --graph rather than silently ignored.
 absl::Status CheckGraphFileFlags(const CLI::App& command, const PlanFlags& flags) {
@@ -121,192 +112,32 @@ absl::Status CheckGraphFileFlags(const CLI::App& command, const PlanFlags& flags
   return absl::OkStatus();
 }
 
-// The planning context over the workload's graph and costs.
-std::unique_ptr<PlanningWorkload> Finish(const PlanFlags& flags,
-                                         std::unique_ptr<PlanningWorkload> workload) {
-  planner::PlannerOptions options = flags.planner;
-  options.host_link = !flags.no_link;
-  options.budget_bytes = workload->budget_bytes;
-  options.progress = [progress = &workload->progress](int evaluations) {
-    progress->Draw(evaluations);
-  };
-  workload->context = std::make_unique<planner::PlanningContext>(
-      workload->training.graph, *workload->cost_model, workload->profile, options);
-  return workload;
+// The session's request: everything but the workload's flags is the
+// planner's and the profile's.
+session::PlanningRequest MakeRequest(const PlanFlags& flags) {
+  session::PlanningRequest request;
+  request.workload = flags.workload;
+  request.optimizer = flags.optimizer;
+  request.hardware = flags.hardware;
+  request.budget = flags.budget;
+  request.math_mode = flags.math_mode;
+  request.planner = flags.planner;
+  request.host_link = !flags.no_link;
+  request.costs = flags.costs;
+  return request;
 }
 
-// Replaces the roofline by the times a costs file measured (the roofline
-// stays for the nodes the file lacks), saying on stderr what they are.
-absl::Status UseCostsFile(const std::string& path, PlanningWorkload& workload) {
-  ASSIGN_OR_RETURN(const analysis::MeasuredCosts costs, analysis::LoadCostsFile(path));
-  ASSIGN_OR_RETURN(analysis::MeasuredCostModel measured,
-                   analysis::MakeMeasuredCostModel(costs, workload.training.graph,
-                                                   std::move(workload.cost_model)));
-  const analysis::MeasuredCosts::Configuration& on = costs.measured_on;
-  fmt::print(std::cerr,
-             "costs: {} of {} nodes and the copies from {} (measured on {}, {} backend, {} "
-             "threads, {}, {}){}\n",
-             measured.matched, measured.matched + measured.unmatched, path, on.machine, on.backend,
-             on.threads, on.isa, on.date,
-             measured.unmatched > 0
-                 ? fmt::format("; {} nodes it lacks keep the roofline's times", measured.unmatched)
-                 : "");
-  workload.cost_model = std::move(measured.model);
-  return absl::OkStatus();
-}
+// The progress line on a terminal; the costs file's note on stderr.
+class TerminalObserver final : public session::PlanningObserver {
+ public:
+  void Begin(const std::string& label) override { progress_.Begin(label); }
+  void Progress(int candidates) override { progress_.Draw(candidates); }
+  void End() override { progress_.Clear(); }
+  void Note(const std::string& line) override { fmt::print(std::cerr, "{}\n", line); }
 
-absl::Status PrepareGraph(const PlanFlags& flags, PlanningWorkload& workload) {
-  ASSIGN_OR_RETURN(nodelink::CostedGraph costed, LoadGraphFile(flags.workload));
-  workload.training.graph = std::move(costed.graph);
-  workload.cost_model = std::make_unique<analysis::TabulatedCostModel>(
-      std::vector<std::optional<double>>(costed.node_seconds.begin(), costed.node_seconds.end()),
-      std::make_unique<analysis::RooflineCostModel>(workload.profile));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::unique_ptr<PlanningWorkload>> Prepare(const PlanFlags& flags) {
-  auto workload = std::make_unique<PlanningWorkload>();
-  if (flags.workload.graph.empty() && flags.workload.model.empty() == flags.workload.onnx.empty()) {
-    return absl::InvalidArgumentError("give exactly one of --model, --onnx and --graph");
-  }
-  if (!flags.workload.graph.empty()) {
-    ASSIGN_OR_RETURN(workload->profile, analysis::LoadHardwareProfile(flags.hardware));
-    ASSIGN_OR_RETURN(workload->budget_bytes, planner::ParseBudget(flags.budget, workload->profile));
-    RETURN_IF_ERROR(PrepareGraph(flags, *workload));
-    return Finish(flags, std::move(workload));
-  }
-  ASSIGN_OR_RETURN(const Workload built, BuildWorkload(flags.workload));
-  const ir::Graph& forward = built.graph;
-  autodiff::OptimizerOptions optimizer;
-  optimizer.kind =
-      flags.optimizer == "adamw" ? autodiff::OptimizerKind::kAdam : autodiff::OptimizerKind::kSgd;
-  ASSIGN_OR_RETURN(workload->training, autodiff::BuildTrainingGraph(forward, optimizer));
-  ASSIGN_OR_RETURN(workload->profile, analysis::LoadHardwareProfile(flags.hardware));
-  ASSIGN_OR_RETURN(workload->budget_bytes, planner::ParseBudget(flags.budget, workload->profile));
-  analysis::RooflineCostModel::Options cost_options;
-  // CLI11 has checked the name.
-  cost_options.math_mode =
-      analysis::ParseMathMode(flags.math_mode).value_or(analysis::MathMode::kFp32);
-  workload->cost_model =
-      std::make_unique<analysis::RooflineCostModel>(workload->profile, cost_options);
-  if (!flags.costs.empty()) RETURN_IF_ERROR(UseCostsFile(flags.costs, *workload));
-  return Finish(flags, std::move(workload));
-}
-
-absl::StatusOr<planner::PlanResult> Run(planner::Policy& policy, PlanningWorkload& workload,
-                                        std::string label) {
-  workload.progress.Begin(std::move(label), workload.context->evaluations());
-  absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(policy, *workload.context);
-  workload.progress.Clear();
-  return result;
-}
-
-absl::StatusOr<planner::PlanResult> RunNamed(std::string_view name, PlanningWorkload& workload,
-                                             std::string label = "") {
-  ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(name));
-  return Run(*policy, workload, label.empty() ? std::string(name) : std::move(label));
-}
-
-// The progress line while the exact policy's solver runs (it reports
-// nothing until it ends).
-std::function<void()> SolvingLabel(PlanningWorkload& workload, double limit_s) {
-  return [&workload, limit_s] {
-    workload.progress.Begin(
-        fmt::format("optimal: CBC solving its integer program (at most {:g} s)", limit_s),
-        workload.context->evaluations());
-  };
-}
-
-// The lower bound of --bound, with a progress line while the solver runs.
-absl::StatusOr<planner::PlanResult::Bound> ProveBound(PlanningWorkload& workload) {
-  const planner::StepBoundOptions options;
-  workload.progress.Begin(
-      fmt::format("lower bound: Clp solving its LP (at most {:g} s)", options.time_limit_s),
-      workload.context->evaluations());
-  absl::StatusOr<planner::PlanResult::Bound> bound =
-      planner::LowerBoundOnStep(*workload.context, options);
-  workload.progress.Clear();
-  return bound;
-}
-
-std::string Header(const PlanFlags& flags, const PlanningWorkload& workload) {
-  const std::string optimizer =
-      flags.workload.graph.empty() ? fmt::format(" ({})", flags.optimizer) : "";
-  return fmt::format("{}{} on {}{}, budget {}", DescribeWorkload(flags.workload), optimizer,
-                     workload.profile.name, flags.no_link ? " without a host link" : "",
-                     FormatBytes(workload.budget_bytes));
-}
-
-nlohmann::json ResultToJson(const planner::PlanResult& result, const planner::PlanResult& none,
-                            const planner::PlanResult* swap, int64_t budget_bytes) {
-  const sim::SimulationResult& simulation = result.best.simulation;
-  const program::Plan& plan = result.best.plan;
-  nlohmann::json json = {
-      {"policy", result.policy},
-      {"feasible", result.feasible},
-      {"budget_bytes", budget_bytes},
-      {"arena_bytes", result.best.arena_bytes()},
-      {"smallest_arena_bytes", result.smallest_arena_bytes},
-      {"step_time_s", simulation.step_time_s},
-      {"none_step_time_s", none.best.step_time_s()},
-      {"overhead", simulation.step_time_s / none.best.step_time_s() - 1.0},
-      {"d2h_bytes", simulation.d2h_bytes},
-      {"h2d_bytes", simulation.h2d_bytes},
-      {"host_bytes", result.best.program.host_bytes},
-      {"recompute_flops", simulation.recompute_flops},
-      {"recompute_s", simulation.recompute_s},
-      {"compute_stall_s", simulation.streams[0].stall_s},
-      {"compute_stall_fetch_s", simulation.compute_stalls.fetch_s},
-      {"compute_stall_memory_s", simulation.compute_stalls.memory_s},
-      {"compute_stall_other_s",
-       simulation.compute_stalls.spill_s + simulation.compute_stalls.other_s},
-      {"spilled_tensors", plan.Count(program::Decision::kSpill)},
-      {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
-      {"planning_ms", result.planning_s * 1e3},
-      {"evaluations", result.evaluations},
-      {"laid_out", result.laid_out},
-      {"converged", !result.hit_time_limit},
-  };
-  if (!result.start.empty()) json["start"] = result.start;
-  if (!result.tuning.empty()) json["tuning"] = result.tuning;
-  if (!result.race.empty()) {
-    nlohmann::json& race = json["race"] = nlohmann::json::array();
-    for (const planner::PlanResult::Refinement& refinement : result.race) {
-      race.push_back({{"start", refinement.start},
-                      {"start_step_time_s", refinement.start_step_s},
-                      {"step_time_s", refinement.step_s},
-                      {"evaluations", refinement.evaluations},
-                      {"finished", refinement.finished},
-                      {"stopped_by_time_limit", refinement.timed_out}});
-    }
-  }
-  if (result.bound.has_value()) {
-    const planner::PlanResult::Bound& bound = *result.bound;
-    nlohmann::json entry = {{"solved", bound.solved},
-                            {"solve_s", bound.solve_s},
-                            {"columns", bound.columns},
-                            {"rows", bound.rows},
-                            {"method", bound.returned.empty() ? "lp" : "milp"}};
-    if (!bound.returned.empty()) entry["returned"] = bound.returned;
-    // An infinite bound (nothing fits) is not a JSON number: null.
-    if (std::isfinite(bound.step_s)) {
-      entry["step_time_s"] = bound.step_s;
-      if (result.feasible) entry["gap"] = simulation.step_time_s / bound.step_s - 1.0;
-    } else {
-      entry["step_time_s"] = nullptr;
-    }
-    if (bound.relaxation_plan) {
-      entry["relaxation_plan"] = {{"step_time_s", bound.relaxation_plan_step_s},
-                                  {"arena_bytes", bound.relaxation_plan_arena_bytes},
-                                  {"fits", bound.relaxation_plan_fits}};
-    }
-    json["lower_bound"] = std::move(entry);
-  }
-  if (swap != nullptr && swap->feasible && result.feasible) {
-    json["speedup_over_swap"] = swap->best.step_time_s() / simulation.step_time_s - 1.0;
-  }
-  return json;
-}
+ private:
+  PlanningProgress progress_;
+};
 
 std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
 
@@ -370,23 +201,23 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
   fmt::print(out, "Race         {}\n", fmt::join(entries, "; "));
 }
 
-void PrintPlan(std::ostream& out, const PlanFlags& flags, const PlanningWorkload& workload,
+void PrintPlan(std::ostream& out, const session::PlanningSession& session,
                const planner::PlanResult& result, const planner::PlanResult& none) {
   const sim::SimulationResult& simulation = result.best.simulation;
-  fmt::print(out, "Workload     {}\n", Header(flags, workload));
+  fmt::print(out, "Workload     {}\n", session.Describe());
   if (!result.feasible) {
     fmt::print(out,
                "Policy       {}: infeasible: the smallest arena it reaches is {} (budget {}); "
                "rerun with --budget {} or more\n",
                result.policy, FormatBytes(result.smallest_arena_bytes),
-               FormatBytes(workload.budget_bytes), result.smallest_arena_bytes);
+               FormatBytes(session.budget_bytes()), result.smallest_arena_bytes);
     PrintPlanning(out, result);
     return;
   }
   const program::Plan& plan = result.best.plan;
   fmt::print(out, "Policy       {}: feasible\n", result.policy);
   fmt::print(out, "Arena        {} of the {} budget (none needs {})\n",
-             FormatBytes(result.best.arena_bytes()), FormatBytes(workload.budget_bytes),
+             FormatBytes(result.best.arena_bytes()), FormatBytes(session.budget_bytes()),
              FormatBytes(none.best.arena_bytes()));
   fmt::print(out, "Step time    {:.4g} s predicted, none {:.4g} s: overhead {}\n",
              simulation.step_time_s, none.best.step_time_s(),
@@ -466,21 +297,17 @@ CommandRunner AddPlanCommand(CLI::App& app) {
       RETURN_IF_ERROR(CheckOutputPath(model, "model"));
     }
     RETURN_IF_ERROR(CheckGraphFileFlags(*command, *flags));
-    ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
-    ASSIGN_OR_RETURN(planner::PlanResult none, RunNamed("none", *workload));
-    std::unique_ptr<planner::Policy> policy;
-    if (optimal) {
-      planner::OptimalOptions options = flags->optimal;
-      options.solving = SolvingLabel(*workload, options.solver_time_limit_s);
-      policy = std::make_unique<planner::OptimalPolicy>(options);
-    } else {
-      ASSIGN_OR_RETURN(policy, planner::MakePolicy(flags->policy));
-    }
-    ASSIGN_OR_RETURN(planner::PlanResult result, Run(*policy, *workload, flags->policy));
+    TerminalObserver observer;
+    ASSIGN_OR_RETURN(std::unique_ptr<session::PlanningSession> session,
+                     session::PlanningSession::Create(MakeRequest(*flags), &observer));
+    ASSIGN_OR_RETURN(planner::PlanResult none, session->Run("none"));
+    absl::StatusOr<planner::PlanResult> planned =
+        optimal ? session->RunOptimal(flags->optimal) : session->Run(flags->policy);
+    ASSIGN_OR_RETURN(planner::PlanResult result, std::move(planned));
     if (flags->bound && !result.bound.has_value()) {
-      ASSIGN_OR_RETURN(result.bound, ProveBound(*workload));
+      ASSIGN_OR_RETURN(result.bound, session->ProveBound());
     }
-    const std::string title = fmt::format("{}: {}", result.policy, Header(*flags, *workload));
+    const std::string title = fmt::format("{}: {}", result.policy, session->Describe());
     OutputFiles files;
     if (!flags->trace_path.empty()) {
       RETURN_IF_ERROR(files.Add(
@@ -489,7 +316,7 @@ CommandRunner AddPlanCommand(CLI::App& app) {
     }
     if (!flags->memory_plot_path.empty()) {
       RETURN_IF_ERROR(files.Add(flags->memory_plot_path,
-                                sim::MemoryPlotSvg(result.best.simulation, workload->budget_bytes,
+                                sim::MemoryPlotSvg(result.best.simulation, session->budget_bytes(),
                                                    result.best.arena_bytes(), title),
                                 "memory plot"));
     }
@@ -499,9 +326,10 @@ CommandRunner AddPlanCommand(CLI::App& app) {
     }
     RETURN_IF_ERROR(files.Commit());
     if (flags->json) {
-      out << ResultToJson(result, none, nullptr, workload->budget_bytes).dump(2) << "\n";
+      out << session::PlanResultToJson(result, none, nullptr, session->budget_bytes()).dump(2)
+          << "\n";
     } else {
-      PrintPlan(out, *flags, *workload, result, none);
+      PrintPlan(out, *session, result, none);
     }
     return absl::OkStatus();
   };
@@ -527,59 +355,29 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       return absl::InvalidArgumentError("--solver-time-limit applies with --optimal only");
     }
     RETURN_IF_ERROR(CheckGraphFileFlags(*command, *flags));
-    ASSIGN_OR_RETURN(std::unique_ptr<PlanningWorkload> workload, Prepare(*flags));
-    std::vector<planner::PlanResult> results;
-    // The heuristics; without a host link, only those that do not spill.
-    std::vector<std::string> names;
-    std::vector<std::string> need_link;
-    for (const planner::PolicyEntry& entry : planner::PolicyRegistry()) {
-      if (entry.exact) continue;
-      (flags->no_link && entry.needs_host_link ? need_link : names).push_back(entry.name);
-    }
-    const size_t total = names.size() + (*with_optimal ? 1 : 0);
-    for (size_t i = 0; i < names.size(); ++i) {
-      ASSIGN_OR_RETURN(
-          planner::PlanResult result,
-          RunNamed(names[i], *workload, fmt::format("{} ({}/{})", names[i], i + 1, total)));
-      results.push_back(std::move(result));
-    }
-    // The bound every row is measured against: optimal's, or --bound's LP.
-    std::optional<planner::PlanResult::Bound> proven;
-    if (*with_optimal) {
-      planner::OptimalOptions options = flags->optimal;
-      options.solving = SolvingLabel(*workload, options.solver_time_limit_s);
-      planner::OptimalPolicy optimal(options);
-      ASSIGN_OR_RETURN(planner::PlanResult result,
-                       Run(optimal, *workload, fmt::format("optimal ({}/{})", total, total)));
-      proven = result.bound;
-      results.push_back(std::move(result));
-    } else if (flags->bound) {
-      ASSIGN_OR_RETURN(proven, ProveBound(*workload));
-    }
-    std::optional<double> bound_s;
-    if (proven.has_value() && std::isfinite(proven->step_s)) bound_s = proven->step_s;
-    const planner::PlanResult& none = results[0];
-    const planner::PlanResult* swap = nullptr;
-    for (const planner::PlanResult& result : results) {
-      if (result.policy == "swap") swap = &result;
-    }
+    TerminalObserver observer;
+    ASSIGN_OR_RETURN(std::unique_ptr<session::PlanningSession> session,
+                     session::PlanningSession::Create(MakeRequest(*flags), &observer));
+    session::CompareOptions options;
+    options.optimal = *with_optimal;
+    options.optimal_options = flags->optimal;
+    options.bound = flags->bound;
+    ASSIGN_OR_RETURN(const session::Comparison comparison, session::Compare(*session, options));
     if (flags->json) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const planner::PlanResult& result : results) {
-        list.push_back(ResultToJson(result, none, swap, workload->budget_bytes));
-        if (bound_s.has_value() && result.feasible) {
-          list.back()["gap_to_bound"] = result.best.step_time_s() / *bound_s - 1.0;
-        }
-      }
-      out << list.dump(2) << "\n";
+      out << session::ComparisonToJson(comparison, session->budget_bytes()).dump(2) << "\n";
       return absl::OkStatus();
     }
-    fmt::print(out, "{}\n", Header(*flags, *workload));
+    const std::optional<planner::PlanResult::Bound>& proven = comparison.bound;
+    std::optional<double> bound_s;
+    if (proven.has_value() && std::isfinite(proven->step_s)) bound_s = proven->step_s;
+    const planner::PlanResult& none = comparison.none();
+    const planner::PlanResult* swap = comparison.Find("swap");
+    fmt::print(out, "{}\n", session->Describe());
     fmt::print(out, "{:<15} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}{}\n",
                "policy", "arena", "step (s)", "overhead", "vs swap", "stall (s)", "to host", "back",
                "recompute", "plan (s)",
                bound_s.has_value() ? fmt::format(" {:>9}", "vs bound") : "");
-    for (const planner::PlanResult& result : results) {
+    for (const planner::PlanResult& result : comparison.results) {
       if (!result.feasible) {
         fmt::print(out, "{:<15} infeasible: needs at least {}\n", result.policy,
                    FormatBytes(result.smallest_arena_bytes));
@@ -598,7 +396,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
           bound_s.has_value() ? fmt::format(" {:>9}", Percent(s.step_time_s / *bound_s - 1.0))
                               : "");
     }
-    for (const std::string& name : need_link) {
+    for (const std::string& name : comparison.not_run) {
       fmt::print(out, "{:<15} not run: it spills, and there is no host link\n", name);
     }
     fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");

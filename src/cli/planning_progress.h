@@ -1,6 +1,7 @@
 // One line on stderr, redrawn in place while the planner works, when
-// someone is watching (stderr is a terminal); nothing otherwise. `plan`,
-// `compare` and `train` use it through PlannerOptions::progress.
+// someone is watching (stderr is a terminal); nothing otherwise. `plan` and
+// `compare` use it through a session::PlanningObserver, `train` through
+// PlannerOptions::progress.
 #pragma once
 
 #include <unistd.h>
@@ -25,15 +26,14 @@ class PlanningProgress {
   PlanningProgress(const PlanningProgress&) = delete;
   PlanningProgress& operator=(const PlanningProgress&) = delete;
 
-  // The policy now planning, and where the context's count stood then.
-  void Begin(std::string label, int evaluations) {
+  // The policy now planning.
+  void Begin(std::string label) {
     label_ = std::move(label);
-    evaluations_at_begin_ = evaluations;
     begin_ = std::chrono::steady_clock::now();
-    Draw(evaluations, /*force=*/true);
+    Draw(0, /*force=*/true);
   }
-  // A PlannerOptions::progress callback: redraws at most five times a second.
-  void Draw(int evaluations, bool force = false) {
+  // Candidate plans considered since Begin: redraws at most five times a second.
+  void Draw(int candidates, bool force = false) {
     if (!shown_) return;
     const auto now = std::chrono::steady_clock::now();
     if (!force && now - drawn_ < std::chrono::milliseconds(200)) return;
@@ -41,8 +41,8 @@ class PlanningProgress {
     const double seconds = std::chrono::duration<double>(now - begin_).count();
     // Cut to the terminal's width: a wrapped line is not redrawn in place.
     fmt::print(stderr, "\r\033[K{}",
-               FitLine(fmt::format("planning {}: {} candidate plans, {:.1f} s", label_,
-                                   evaluations - evaluations_at_begin_, seconds),
+               FitLine(fmt::format("planning {}: {} candidate plans, {:.1f} s", label_, candidates,
+                                   seconds),
                        TerminalColumns(fileno(stderr))));
     std::fflush(stderr);
     line_open_ = true;
@@ -59,7 +59,6 @@ class PlanningProgress {
   bool shown_;
   bool line_open_ = false;
   std::string label_;
-  int evaluations_at_begin_ = 0;
   std::chrono::steady_clock::time_point begin_;
   std::chrono::steady_clock::time_point drawn_;
 };

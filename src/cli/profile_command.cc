@@ -135,7 +135,7 @@ CommandRunner AddProfileCommand(CLI::App& app) {
                       flags->backend.backend));
     }
     RETURN_IF_ERROR(CheckOutputPath(flags->out, "costs file"));
-    ASSIGN_OR_RETURN(const Workload workload, BuildWorkload(flags->workload));
+    ASSIGN_OR_RETURN(const session::Workload workload, session::BuildWorkload(flags->workload));
     train::TrainerOptions options;
     options.optimizer.kind = flags->optimizer == "adamw" ? autodiff::OptimizerKind::kAdam
                                                          : autodiff::OptimizerKind::kSgd;
@@ -146,7 +146,8 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     options.budget_bytes = ir::kMaxGraphBytes;
     options.data.seed = static_cast<uint64_t>(flags->workload.options.seed);
     options.initial_values = &workload.initial_values;
-    ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend, MakeBackend(flags->backend));
+    ASSIGN_OR_RETURN(const std::unique_ptr<backends::Backend> backend,
+                     session::MakeBackend(flags->backend));
     ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
                      train::Trainer::Create(workload.graph, options, *backend));
 
@@ -167,10 +168,10 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     costs.measured_on.machine = MachineName();
     costs.measured_on.backend = flags->backend.backend;
     costs.measured_on.threads = flags->backend.threads;
-    costs.measured_on.isa = DirectKernelPath(flags->backend);
+    costs.measured_on.isa = session::DirectKernelPath(flags->backend);
     if (costs.measured_on.isa.empty()) costs.measured_on.isa = "unknown";
     costs.measured_on.date = Today();
-    costs.workload = DescribeWorkload(flags->workload);
+    costs.workload = session::DescribeWorkload(flags->workload);
     double step_s = 0;
     for (const ir::Node& node : graph.nodes()) {
       std::vector<double>& times = samples[static_cast<size_t>(node.id)];
@@ -186,7 +187,7 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     const analysis::CopyLine to_host = analysis::FitCopyLine(costs.device_to_host);
     const analysis::CopyLine to_device = analysis::FitCopyLine(costs.host_to_device);
     fmt::print(out, "Workload     {}\n", costs.workload);
-    fmt::print(out, "Backend      {}\n", DescribeBackend(flags->backend));
+    fmt::print(out, "Backend      {}\n", session::DescribeBackend(flags->backend));
     fmt::print(out, "Nodes        {} timed, median of {} steps: {:.4g} s of kernels per step\n",
                costs.node_seconds.size(), flags->repeats, step_s);
     fmt::print(out, "Copies       to host {:.3g} GB/s + {:.3g} us, back {:.3g} GB/s + {:.3g} us\n",

@@ -1,11 +1,7 @@
 #include "cli/workload_flags.h"
 
-#include "cli/model_option_flags.h"
 #include "cli/option_validators.h"
 #include "fmt/format.h"
-#include "models/models.h"
-#include "onnx/importer.h"
-#include "support/status_macros.h"
 
 namespace spillway::cli {
 
@@ -139,97 +135,6 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags, GraphFiles graph_
         flags, "vocab");
 }
 
-namespace {
-
-absl::StatusOr<Workload> ImportWorkload(const WorkloadFlags& flags, WorkloadOutputs outputs) {
-  if (flags.image || flags.height || flags.width) {
-    return absl::InvalidArgumentError(
-        "with --onnx, give image sizes with --input-shape NAME=NxCxHxW instead of "
-        "--image/--height/--width");
-  }
-  // An ONNX model's sizes come from its file: of the model options, only
-  // --batch and --seed reach it.
-  for (const models::GivenOption& given : flags.given) {
-    if (given.field != "batch") {
-      return absl::InvalidArgumentError(fmt::format(
-          "{} does not apply to an ONNX model (its sizes come from the file); with --onnx, "
-          "the model options are --batch, --input-shape and --seed",
-          given.spelt));
-    }
-  }
-  onnx::ImportOptions options;
-  for (const std::string& text : flags.input_shapes) {
-    ASSIGN_OR_RETURN(auto input_shape, onnx::ParseInputShape(text));
-    options.input_shapes[input_shape.first] = std::move(input_shape.second);
-  }
-  options.batch = flags.batch;
-  if (flags.loss == "cross-entropy") options.loss = onnx::LossKind::kCrossEntropy;
-  options.first_seed = flags.options.seed;
-  options.frozen = flags.frozen;
-  ASSIGN_OR_RETURN(onnx::ImportedModel model, onnx::ImportModelFile(flags.onnx, options));
-  const ir::Graph& graph = model.graph;
-  RETURN_IF_ERROR(ir::CheckGraphSize(graph));
-  if (outputs == WorkloadOutputs::kScalarLoss && options.loss == onnx::LossKind::kNone &&
-      (graph.outputs().size() != 1 || graph.value(graph.outputs()[0]).type.rank() != 0)) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{}: the model's output is not a scalar loss; add one with --loss cross-entropy",
-        flags.onnx));
-  }
-  return Workload{std::move(model.graph), std::move(model.initial_values),
-                  std::move(model.output_names), std::move(model.ohwi_initializers)};
-}
-
-}  // namespace
-
-absl::StatusOr<nodelink::CostedGraph> LoadGraphFile(const WorkloadFlags& flags) {
-  if (!flags.model.empty() || !flags.onnx.empty()) {
-    return absl::InvalidArgumentError("give exactly one of --model, --onnx and --graph");
-  }
-  if (!flags.input_shapes.empty() || !flags.loss.empty() || !flags.frozen.empty()) {
-    return absl::InvalidArgumentError("--input-shape, --loss and --freeze go with --onnx");
-  }
-  if (!flags.given.empty() || flags.image || flags.height || flags.width) {
-    const std::string spelt = !flags.given.empty() ? flags.given.front().spelt
-                              : flags.image        ? "--image"
-                              : flags.height       ? "--height"
-                                                   : "--width";
-    return absl::InvalidArgumentError(fmt::format(
-        "{} does not apply to --graph: the file gives every node's size and duration", spelt));
-  }
-  return nodelink::LoadNodeLinkGraph(flags.graph, flags.graph_options);
-}
-
-absl::StatusOr<Workload> BuildWorkload(WorkloadFlags flags, WorkloadOutputs outputs) {
-  if (!flags.graph.empty()) {
-    return absl::InvalidArgumentError(
-        "--graph gives a graph to plan, not to run: use it with `spillway plan`, `compare` or "
-        "`inspect`");
-  }
-  if (flags.model.empty() == flags.onnx.empty()) {
-    return absl::InvalidArgumentError("give exactly one of --model and --onnx");
-  }
-  if (!flags.onnx.empty()) return ImportWorkload(flags, outputs);
-  if (!flags.input_shapes.empty() || !flags.loss.empty() || !flags.frozen.empty()) {
-    return absl::InvalidArgumentError("--input-shape, --loss and --freeze go with --onnx");
-  }
-  RETURN_IF_ERROR(models::CheckOptionsApply(flags.model, flags.given, [](std::string_view name) {
-    return std::string(ModelOptionFlag(name));
-  }));
-  if (flags.image && (flags.height || flags.width)) {
-    return absl::InvalidArgumentError("give either --image or --height/--width, not both");
-  }
-  if (flags.image) {
-    flags.options.height = *flags.image;
-    flags.options.width = *flags.image;
-  }
-  if (flags.height) flags.options.height = *flags.height;
-  if (flags.width) flags.options.width = *flags.width;
-  if (flags.batch) flags.options.batch = *flags.batch;
-  ASSIGN_OR_RETURN(ir::Graph graph, models::BuildModel(flags.model, flags.options));
-  RETURN_IF_ERROR(ir::CheckGraphSize(graph));
-  return Workload{std::move(graph), {}, {}, {}};
-}
-
 void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
   command
       .add_option("--time-limit", options.time_limit_s,
@@ -258,25 +163,6 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
                   "large graphs)")
       ->check(NonNegativeInteger())
       ->capture_default_str();
-}
-
-std::string DescribeWorkload(const WorkloadFlags& flags) {
-  const models::ModelOptions& o = flags.options;
-  const int64_t batch = flags.batch.value_or(o.batch);
-  if (!flags.graph.empty()) return fmt::format("{} (node-link graph)", flags.graph);
-  if (!flags.onnx.empty()) {
-    std::string text = fmt::format("{} (ONNX)", flags.onnx);
-    for (const std::string& shape : flags.input_shapes) text += ", " + shape;
-    if (flags.batch) text += fmt::format(", batch {}", *flags.batch);
-    return text;
-  }
-  if (flags.model == "gpt2") {
-    return fmt::format("gpt2, batch {}, {} layers, {} heads, d_model {}, sequence {}", batch,
-                       o.n_layer, o.n_head, o.d_model, o.seq_len);
-  }
-  const int64_t height = flags.image ? *flags.image : flags.height.value_or(o.height);
-  const int64_t width = flags.image ? *flags.image : flags.width.value_or(o.width);
-  return fmt::format("{}, batch {}, {}x{}", flags.model, batch, height, width);
 }
 
 }  // namespace spillway::cli

@@ -46,16 +46,20 @@ program::Plan PlanningContext::KeepAll(std::string policy) const {
   return plan;
 }
 
-void PlanningContext::Count() {
+absl::Status PlanningContext::Count() {
   ++evaluations_;
   if (options_.progress) options_.progress(evaluations_);
+  if (options_.interrupted && options_.interrupted()) {
+    return absl::CancelledError("planning interrupted");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   Outcome outcome = Examine(std::move(plan), std::numeric_limits<double>::infinity(),
                             /*bounded=*/false);
   RETURN_IF_ERROR(outcome.status);
-  Count();
+  RETURN_IF_ERROR(Count());
   Remember(*outcome.evaluation);
   return *std::move(outcome.evaluation);
 }
@@ -96,7 +100,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
 absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcome,
                                                                   double must_beat_s) {
   RETURN_IF_ERROR(outcome.status);
-  Count();
+  RETURN_IF_ERROR(Count());
   if (!outcome.evaluation) return std::nullopt;
   Evaluation& evaluation = *outcome.evaluation;
   Remember(evaluation);

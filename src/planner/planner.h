@@ -57,6 +57,10 @@ struct PlannerOptions {
   // Called after every candidate plan with the number considered so far in
   // this context (a command shows it on a terminal during long planning).
   std::function<void(int evaluations)> progress = nullptr;
+  // Polled after every candidate plan: true stops the policy, which fails
+  // with absl::CancelledError (Ctrl-C in the Python module). The exact
+  // policy's solver is not polled while it solves.
+  std::function<bool()> interrupted = nullptr;
 };
 
 // A Plan with its Program and the simulator's verdict on it.
@@ -234,7 +238,7 @@ class PlanningContext {
   };
   Outcome Examine(program::Plan plan, double must_beat_s, bool bounded) const;
   absl::StatusOr<std::optional<Evaluation>> Record(Outcome outcome, double must_beat_s);
-  void Count();                                 // one more candidate plan
+  absl::Status Count();  // one more candidate plan; Cancelled when interrupted
   void Remember(const Evaluation& evaluation);  // one more laid out; the smallest arena
 
   int evaluations_ = 0;

@@ -32,7 +32,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
   trainer->training_ = std::make_unique<autodiff::TrainingGraph>(std::move(training));
   const ir::Graph& graph = trainer->training_->graph;
   ASSIGN_OR_RETURN(trainer->task_, FindTask(graph));
-  ASSIGN_OR_RETURN(trainer->data_, MakeDataSource(graph, options.data));
+  if (options.make_data) {
+    ASSIGN_OR_RETURN(trainer->data_, options.make_data(graph, trainer->task_));
+  } else {
+    ASSIGN_OR_RETURN(trainer->data_, MakeDataSource(graph, options.data));
+  }
   // Before planning, so that bad initial values fail fast, and after a check
   // that the machine can hold them.
   RETURN_IF_ERROR(CheckStateFitsHost(graph));
@@ -142,6 +146,10 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const RunOptions& options) {
       if (summary.checkpoints.empty() || summary.checkpoints.back() != options.save_path) {
         summary.checkpoints.push_back(options.save_path);
       }
+    }
+    if (!last && options.interrupted && options.interrupted()) {
+      if (options.progress != nullptr) options.progress->Finish();
+      return absl::CancelledError(fmt::format("training interrupted after step {}", stats.step));
     }
   }
   if (options.progress != nullptr) options.progress->Finish();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,11 @@ struct TrainerOptions {
   // roofline's; nodes they lack keep the roofline's. Read by Create only;
   // null: none.
   const analysis::MeasuredCosts* costs = nullptr;
+  // Makes the data source instead of `data.source` (the Python module's
+  // arrays or callable): called once by Create with the training graph and
+  // the task found in it. Null: MakeDataSource(graph, data).
+  std::function<absl::StatusOr<std::unique_ptr<DataSource>>(const ir::Graph&, const TaskInfo&)>
+      make_data = nullptr;
 };
 
 struct StepStats {
@@ -82,6 +88,10 @@ struct RunOptions {
   std::string save_path;   // empty: no checkpoints
   int64_t save_every = 0;  // 0: only after the last step
   Progress* progress = nullptr;
+  // Polled after every step (and its checkpoint): true stops the run, which
+  // fails with absl::CancelledError naming the last step done (Ctrl-C in the
+  // Python module).
+  std::function<bool()> interrupted = nullptr;
 };
 
 class Trainer {

@@ -1,0 +1,236 @@
+"""The Python module against the command line: every call, its errors, and
+bitwise-equal training. Run by ctest (python_module) with PYTHONPATH on the
+build tree's python/ folder and SPILLWAY_BINARY naming the CLI."""
+
+import json
+import os
+import signal
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import spillway
+
+BINARY = os.environ.get("SPILLWAY_BINARY", "spillway")
+# A ResNet-18 whose activations outweigh its parameters: at 7 MiB, below the
+# 9.5 MiB `none` needs, every policy that fits spills or recomputes.
+SMALL = dict(model="resnet18", image=128, batch=8, base_width=8, classes=4)
+SMALL_FLAGS = ["--model", "resnet18", "--image", "128", "--batch", "8", "--base-width", "8",
+               "--classes", "4"]
+BUDGET = "7MiB"
+
+
+def cli(*args):
+    """Runs the CLI; returns (exit code, stdout, stderr)."""
+    done = subprocess.run([BINARY, *args], capture_output=True, text=True, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def cli_json(*args):
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_lists_models_and_hardware():
+    models = {m["name"]: m for m in spillway.models()}
+    assert "resnet50" in models and "gpt2" in models
+    assert "layers" in models["gpt2"]["options"]  # keywords: flags without dashes
+    assert "base_width" in models["resnet50"]["options"]
+    presets = spillway.hardware_presets()
+    assert "v100-16g-nvlink2" in presets and "cpu" in presets
+    assert spillway.hardware("v100-16g-nvlink2")["name"] == "v100-16g-nvlink2"
+
+
+def test_plan_gives_what_the_cli_gives():
+    result = spillway.plan(spillway.Workload(**SMALL), budget=BUDGET, progress=False)
+    expected = cli_json("plan", *SMALL_FLAGS, "--budget", BUDGET)
+    mine = result.to_dict()
+    for key in ("policy", "feasible", "budget_bytes", "arena_bytes", "step_time_s",
+                "none_step_time_s", "d2h_bytes", "h2d_bytes", "evaluations", "start"):
+        assert mine[key] == expected[key], key
+    assert result.step_time_s == expected["step_time_s"]
+    assert result.feasible and result.arena_bytes <= result.budget_bytes
+    assert "hybrid" in repr(result)
+
+
+def test_compare_gives_the_cli_rows():
+    results = spillway.compare(spillway.Workload(**SMALL), budget=BUDGET, progress=False)
+    expected = cli_json("compare", *SMALL_FLAGS, "--budget", BUDGET)
+    assert [r.policy for r in results] == [row["policy"] for row in expected]
+    assert [r.step_time_s for r in results] == [row["step_time_s"] for row in expected]
+    no_link = spillway.compare(spillway.Workload(**SMALL), budget=BUDGET, no_link=True,
+                               progress=False)
+    assert [r.policy for r in no_link] == ["none", "recompute"]
+    assert not no_link[0].feasible  # none needs more than the budget
+
+
+def test_writes_trace_plot_program_and_returns_the_memory_curve(tmp_path):
+    result = spillway.plan(spillway.Workload(**SMALL), budget=BUDGET, policy="swap",
+                           progress=False)
+    result.write_trace(str(tmp_path / "trace.json"))
+    result.write_memory_plot(str(tmp_path / "memory.svg"))
+    result.write_program(str(tmp_path / "program.txt"))
+    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert (tmp_path / "memory.svg").read_text().startswith("<svg")
+    assert "arena" in (tmp_path / "program.txt").read_text()
+    seconds, allocated = result.memory_curve()
+    assert seconds.dtype == np.float64 and allocated.dtype == np.int64
+    assert len(seconds) == len(allocated) > 0
+    assert np.all(np.diff(seconds) >= 0)
+    assert allocated.max() <= result.arena_bytes
+    assert seconds[-1] <= result.step_time_s
+
+
+def test_errors_carry_the_cli_message():
+    code, _, err = cli("plan", "--model", "resnet18", "--layers", "3")
+    assert code == 2
+    with pytest.raises(spillway.Error) as raised:
+        spillway.plan(spillway.Workload(model="resnet18", layers=3), progress=False)
+    assert err.strip() == "spillway: error: " + str(raised.value)
+    with pytest.raises(spillway.Error, match="no-such-gpu"):
+        spillway.plan(spillway.Workload(**SMALL), hardware="no-such-gpu", progress=False)
+    with pytest.raises(spillway.Error, match="unknown policy|policy"):
+        spillway.plan(spillway.Workload(**SMALL), policy="magic", progress=False)
+    with pytest.raises(TypeError, match="unexpected keyword 'colour'"):
+        spillway.Workload(model="resnet18", colour="red")
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        spillway.Workload(model="resnet18", batch=0)
+    with pytest.raises(ValueError, match="dropout"):
+        spillway.Workload(model="vgg16", dropout=1.5)
+
+
+def test_an_infeasible_plan_says_so_and_has_nothing_to_write(tmp_path):
+    result = spillway.plan(spillway.Workload(**SMALL), budget="1MiB", progress=False)
+    assert not result.feasible
+    assert result.smallest_arena_bytes > 1 << 20
+    with pytest.raises(spillway.Error, match="no plan that fits"):
+        result.write_trace(str(tmp_path / "trace.json"))
+    assert not (tmp_path / "trace.json").exists()
+    with pytest.raises(AttributeError):
+        _ = result.no_such_field
+
+
+def test_train_is_bitwise_the_cli_train(tmp_path):
+    expected = cli_json("train", *SMALL_FLAGS, "--steps", "3", "--budget", BUDGET)
+    run = spillway.train(spillway.Workload(**SMALL), steps=3, budget=BUDGET)
+    assert run.checksum == expected["checksum"]
+    assert list(run.losses) == expected["losses"]
+    assert run.policy == expected["policy"] == "hybrid"
+    # Two steps, a checkpoint, one more step resumed from it: the same state.
+    checkpoint = str(tmp_path / "run.ckpt")
+    first = spillway.train(spillway.Workload(**SMALL), steps=2, budget=BUDGET, save=checkpoint)
+    assert first.checkpoint == checkpoint and os.path.exists(checkpoint)
+    resumed = spillway.train(spillway.Workload(**SMALL), steps=1, budget=BUDGET,
+                             resume=checkpoint)
+    assert resumed.first_step == 3
+    assert resumed.checksum == run.checksum
+
+
+def test_train_returns_parameters_and_buffers():
+    run = spillway.train(spillway.Workload(**SMALL), steps=1)
+    again = spillway.train(spillway.Workload(**SMALL), steps=1)
+    parameters = run.parameters()
+    assert parameters and all(a.dtype == np.float32 for a in parameters.values())
+    assert parameters.keys() == again.parameters().keys()
+    for name, array in parameters.items():
+        assert np.array_equal(array, again.parameters()[name]), name
+    assert run.buffers()  # batch-norm running statistics
+    assert len(run.losses) == 1 and np.isfinite(run.losses[0])
+
+
+def batch_of(step, batch=8, image=128, classes=4):
+    rng = np.random.default_rng(step)
+    samples = rng.standard_normal((batch, image, image, 3), dtype=np.float32)
+    labels = rng.integers(0, classes, size=batch).astype(np.int64)
+    return samples, labels
+
+
+def test_train_from_arrays_and_from_a_callable():
+    samples = np.concatenate([batch_of(0)[0], batch_of(1)[0]])
+    labels = np.concatenate([batch_of(0)[1], batch_of(1)[1]])
+    from_arrays = spillway.train(spillway.Workload(**SMALL), steps=2, data=(samples, labels))
+    from_callable = spillway.train(spillway.Workload(**SMALL), steps=2, data=batch_of)
+    assert from_arrays.data == "arrays given from Python"
+    assert from_callable.data == "a Python callable"
+    assert from_arrays.checksum == from_callable.checksum
+    assert from_arrays.checksum != spillway.train(spillway.Workload(**SMALL), steps=2).checksum
+
+
+def test_bad_data_is_a_one_line_error():
+    with pytest.raises(spillway.Error, match=r"samples must be a float32 array of shape \[8,128,128,3\]"):
+        spillway.train(spillway.Workload(**SMALL), steps=1,
+                       data=lambda step: (np.zeros((8, 3, 128, 128), np.float32), batch_of(step)[1]))
+
+    def failing(step):
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(spillway.Error, match="the data callable raised at step 0: .*disk on fire"):
+        spillway.train(spillway.Workload(**SMALL), steps=1, data=failing)
+    with pytest.raises(spillway.Error, match="--save-every needs --save"):
+        spillway.train(spillway.Workload(**SMALL), steps=1, save_every=1)
+
+
+def interrupt_soon(seconds=0.5):
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    return timer
+
+
+def test_ctrl_c_stops_planning_and_training():
+    timer = interrupt_soon()
+    with pytest.raises(KeyboardInterrupt, match="planning interrupted"):
+        # Seconds of planning: the signal arrives while it plans.
+        spillway.plan(spillway.Workload(model="resnet50", image=8000), progress=False)
+    timer.join()
+    timer = interrupt_soon()
+    with pytest.raises(KeyboardInterrupt, match="training interrupted after step"):
+        # `none` plans at once: the signal arrives while it trains.
+        spillway.train(spillway.Workload(**SMALL), steps=100000, policy="none", budget="1GiB")
+    timer.join()
+
+
+def test_the_openmp_wait_policy_is_reported():
+    assert spillway.WAIT_POLICY.startswith(("PASSIVE", os.environ.get("OMP_WAIT_POLICY", "-"),
+                                            "libgomp's default"))
+
+
+def tiny_onnx(path):
+    """x[N,3,16,16] -> conv(4) -> relu -> global average pool -> dense(3)."""
+    onnx = pytest.importorskip("onnx", reason="python3-onnx writes the test's model")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {"conv.weight": (4, 3, 3, 3), "conv.bias": (4,), "fc.weight": (3, 4), "fc.bias": (3,)}
+    initializers = [numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32),
+                                            name) for name, shape in weights.items()]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 3])], initializers)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_export_writes_what_the_cli_writes(tmp_path):
+    model = str(tmp_path / "tiny.onnx")
+    tiny_onnx(model)
+    workload = spillway.Workload(onnx=model, input_shape="x=4x3x16x16", loss="cross-entropy")
+    checkpoint = str(tmp_path / "run.ckpt")
+    spillway.train(workload, steps=2, save=checkpoint)
+    summary = spillway.export(workload, checkpoint=checkpoint, out=str(tmp_path / "mine.onnx"))
+    assert summary == {"tensors": 4, "elements": 4 * 27 + 4 + 12 + 3, "step": 2}
+    code, _, err = cli("export", "--onnx", model, "--input-shape", "x=4x3x16x16", "--loss",
+                       "cross-entropy", "--checkpoint", checkpoint, "--out",
+                       str(tmp_path / "theirs.onnx"))
+    assert code == 0, err
+    assert (tmp_path / "mine.onnx").read_bytes() == (tmp_path / "theirs.onnx").read_bytes()
+    with pytest.raises(spillway.Error, match="export needs --onnx"):
+        spillway.export(spillway.Workload(**SMALL), checkpoint=checkpoint, out="x.onnx")

@@ -1,0 +1,171 @@
+// The session library: workloads from a spec, planning sessions, their
+// observers and their JSON.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "session/planning.h"
+#include "session/training.h"
+#include "session/workload.h"
+
+namespace spillway::session {
+namespace {
+
+using ::testing::HasSubstr;
+
+#define SESSION_CONCAT_INNER(a, b) a##b
+#define SESSION_CONCAT(a, b) SESSION_CONCAT_INNER(a, b)
+// Declares `lhs` from a StatusOr that must hold a value (the test stops with
+// its message otherwise).
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                           \
+  auto SESSION_CONCAT(status_or_, __LINE__) = (expr);             \
+  ASSERT_TRUE(SESSION_CONCAT(status_or_, __LINE__).ok())          \
+      << SESSION_CONCAT(status_or_, __LINE__).status().message(); \
+  lhs = *std::move(SESSION_CONCAT(status_or_, __LINE__))
+
+PlanningRequest SmallResNet(std::string budget = "") {
+  PlanningRequest request;
+  request.workload.model = "resnet18";
+  request.workload.image = 32;
+  request.workload.given.push_back({"height", "--image"});
+  request.hardware = "v100-16g-nvlink2";
+  request.budget = std::move(budget);
+  return request;
+}
+
+// Records what a session tells its observer.
+class Recorder final : public PlanningObserver {
+ public:
+  void Begin(const std::string& label) override { events.push_back("begin " + label); }
+  void Progress(int candidates) override { last_candidates = candidates; }
+  void End() override { events.push_back("end"); }
+  bool Interrupted() override { return interrupt_after >= 0 && last_candidates >= interrupt_after; }
+
+  std::vector<std::string> events;
+  int last_candidates = 0;
+  int interrupt_after = -1;
+};
+
+TEST(Workload, BuildsABuiltInModelAndRefusesAnOptionItDoesNotRead) {
+  WorkloadSpec spec;
+  spec.model = "resnet18";
+  spec.image = 32;
+  ASSERT_OK_AND_ASSIGN(const Workload workload, BuildWorkload(spec));
+  EXPECT_GT(workload.graph.num_nodes(), 0);
+  EXPECT_EQ(DescribeWorkload(spec), "resnet18, batch 1, 32x32");
+  spec.given.push_back({"n_layer", "--layers"});
+  EXPECT_THAT(BuildWorkload(spec).status().message(),
+              HasSubstr("--layers does not apply to resnet18"));
+}
+
+TEST(Workload, NeedsExactlyOneSource) {
+  WorkloadSpec spec;
+  EXPECT_EQ(BuildWorkload(spec).status().message(), "give exactly one of --model and --onnx");
+  spec.graph = "g.json";
+  EXPECT_THAT(BuildWorkload(spec).status().message(), HasSubstr("not to run"));
+}
+
+TEST(PlanningSession, PlansAndDescribesItsWorkload) {
+  Recorder recorder;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
+                       PlanningSession::Create(SmallResNet("60MiB"), &recorder));
+  EXPECT_EQ(session->budget_bytes(), int64_t{60} << 20);
+  EXPECT_EQ(session->Describe(),
+            "resnet18, batch 1, 32x32 (sgd) on v100-16g-nvlink2, budget 60.0 MiB");
+  ASSERT_OK_AND_ASSIGN(const planner::PlanResult none, session->Run("none"));
+  ASSERT_OK_AND_ASSIGN(const planner::PlanResult hybrid, session->Run("hybrid", "hybrid (1/1)"));
+  EXPECT_EQ(recorder.events,
+            (std::vector<std::string>{"begin none", "end", "begin hybrid (1/1)", "end"}));
+  EXPECT_EQ(recorder.last_candidates, hybrid.evaluations);
+  const nlohmann::json json = PlanResultToJson(hybrid, none, nullptr, session->budget_bytes());
+  EXPECT_EQ(json["policy"], "hybrid");
+  EXPECT_EQ(json["feasible"], hybrid.feasible);
+  EXPECT_EQ(json["budget_bytes"], session->budget_bytes());
+  EXPECT_DOUBLE_EQ(json["step_time_s"].get<double>(), hybrid.best.step_time_s());
+  EXPECT_DOUBLE_EQ(json["overhead"].get<double>(),
+                   hybrid.best.step_time_s() / none.best.step_time_s() - 1.0);
+}
+
+TEST(PlanningSession, AnInterruptedPolicyFailsAsCancelled) {
+  Recorder recorder;
+  recorder.interrupt_after = 3;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
+                       PlanningSession::Create(SmallResNet("40MiB"), &recorder));
+  const absl::StatusOr<planner::PlanResult> result = session->Run("hybrid");
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(recorder.last_candidates, 3);
+  EXPECT_EQ(recorder.events.back(), "end");  // the observer's line is cleared
+}
+
+TEST(PlanningSession, RefusesABadRequestInOneLine) {
+  PlanningRequest request = SmallResNet();
+  request.hardware = "no-such-gpu";
+  EXPECT_THAT(PlanningSession::Create(request).status().message(), HasSubstr("no-such-gpu"));
+  request = SmallResNet("lots");
+  EXPECT_THAT(PlanningSession::Create(request).status().message(), HasSubstr("lots"));
+  request = SmallResNet();
+  request.optimizer = "lion";
+  EXPECT_EQ(PlanningSession::Create(request).status().message(),
+            "--optimizer 'lion': sgd or adamw");
+  request = SmallResNet();
+  request.workload.onnx = "model.onnx";
+  EXPECT_EQ(PlanningSession::Create(request).status().message(),
+            "give exactly one of --model, --onnx and --graph");
+}
+
+TEST(Compare, RunsEveryHeuristicAndSkipsThoseThatSpillWithoutALink) {
+  PlanningRequest request = SmallResNet("50MiB");
+  request.host_link = false;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session, PlanningSession::Create(request));
+  ASSERT_OK_AND_ASSIGN(const Comparison comparison, Compare(*session, {}));
+  std::vector<std::string> run;
+  for (const planner::PlanResult& result : comparison.results) run.push_back(result.policy);
+  EXPECT_EQ(run, (std::vector<std::string>{"none", "recompute"}));
+  EXPECT_THAT(comparison.not_run, ::testing::Contains("swap"));
+  EXPECT_THAT(comparison.not_run, ::testing::Contains("hybrid"));
+  EXPECT_EQ(comparison.Find("swap"), nullptr);
+  const nlohmann::json json = ComparisonToJson(comparison, session->budget_bytes());
+  ASSERT_EQ(json.size(), 2u);
+  EXPECT_EQ(json[1]["policy"], "recompute");
+  EXPECT_FALSE(json[1].contains("speedup_over_swap"));
+}
+
+TEST(Training, TheTrainerOptionsHaveTheDocumentedDefaults) {
+  TrainingRequest request;
+  request.workload.model = "resnet18";
+  request.workload.options.seed = 7;
+  ASSERT_OK_AND_ASSIGN(const train::TrainerOptions sgd, MakeTrainerOptions(request));
+  EXPECT_EQ(sgd.optimizer.kind, autodiff::OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(sgd.optimizer.lr, kDefaultSgdLr);
+  EXPECT_DOUBLE_EQ(sgd.optimizer.momentum, 0.9);
+  EXPECT_EQ(sgd.hardware.name, "cpu");
+  EXPECT_EQ(sgd.budget_bytes, sgd.hardware.default_budget_bytes());
+  EXPECT_EQ(sgd.data.seed, 7u);
+  EXPECT_EQ(DescribeOptimizer(sgd.optimizer), "sgd, lr 0.01, momentum 0.9");
+  request.optimizer = "adamw";
+  request.weight_decay = 0.05;
+  ASSERT_OK_AND_ASSIGN(const train::TrainerOptions adamw, MakeTrainerOptions(request));
+  EXPECT_TRUE(adamw.optimizer.decoupled);
+  EXPECT_DOUBLE_EQ(adamw.optimizer.lr, kDefaultAdamLr);
+  EXPECT_EQ(DescribeOptimizer(adamw.optimizer), "adamw, lr 0.001, weight decay 0.05");
+  request.optimizer = "lion";
+  EXPECT_EQ(MakeTrainerOptions(request).status().message(), "--optimizer 'lion': sgd or adamw");
+}
+
+TEST(Training, ACostsFileFromAnotherConfigurationIsNamed) {
+  analysis::MeasuredCosts costs;
+  costs.measured_on.backend = "cpu";
+  costs.measured_on.threads = 4;
+  costs.measured_on.isa = DirectKernelPath({.backend = "cpu", .threads = 4});
+  EXPECT_EQ(CostsMismatch(costs, "c.json", {.backend = "cpu", .threads = 4}), std::nullopt);
+  const std::optional<std::string> warning =
+      CostsMismatch(costs, "c.json", {.backend = "cpu", .threads = 2});
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_THAT(*warning, HasSubstr("c.json was measured on the cpu backend with 4 threads"));
+  EXPECT_THAT(*warning, HasSubstr("this run uses cpu with 2 threads"));
+}
+
+}  // namespace
+}  // namespace spillway::session

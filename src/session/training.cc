@@ -1,0 +1,139 @@
+#include "session/training.h"
+
+#include "backends/cpu/cpu_isa.h"
+#include "backends/registry.h"
+#include "fmt/format.h"
+#include "support/status_macros.h"
+
+namespace spillway::session {
+
+absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendSpec& spec) {
+  return backends::MakeBackend(spec.backend, {.threads = spec.threads});
+}
+
+std::string DescribeBackend(const BackendSpec& spec) {
+  if (spec.backend != "cpu") return spec.backend;
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  if (!paths.ok()) return fmt::format("cpu, {} threads", spec.threads);
+  return fmt::format("cpu, {} threads, oneDNN {} on {}, direct kernels {}", spec.threads,
+                     paths->onednn_version, paths->onednn_isa, paths->direct_kernels);
+}
+
+std::string DirectKernelPath(const BackendSpec& spec) {
+  if (spec.backend != "cpu") return "";
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  return paths.ok() ? paths->direct_kernels : "";
+}
+
+nlohmann::ordered_json BackendToJson(const BackendSpec& spec) {
+  nlohmann::ordered_json json = {{"backend", spec.backend},
+                                 {"threads", spec.threads},
+                                 {"onednn_version", nullptr},
+                                 {"onednn_isa", nullptr},
+                                 {"direct_kernels", nullptr}};
+  if (spec.backend != "cpu") return json;
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  if (!paths.ok()) return json;
+  json["onednn_version"] = paths->onednn_version;
+  json["onednn_isa"] = paths->onednn_isa;
+  json["direct_kernels"] = paths->direct_kernels;
+  return json;
+}
+
+std::optional<std::string> CostsMismatch(const analysis::MeasuredCosts& costs,
+                                         const std::string& path, const BackendSpec& spec) {
+  const analysis::MeasuredCosts::Configuration& on = costs.measured_on;
+  const std::string isa = DirectKernelPath(spec);
+  if (on.backend == spec.backend && on.threads == spec.threads && on.isa == isa) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "{} was measured on the {} backend with {} threads and {} kernels; this run uses {} with "
+      "{} threads and {} kernels",
+      path, on.backend, on.threads, on.isa, spec.backend, spec.threads,
+      isa.empty() ? "no direct" : isa);
+}
+
+absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainingRequest& request) {
+  train::TrainerOptions options;
+  autodiff::OptimizerOptions& optimizer = options.optimizer;
+  if (request.optimizer == "adamw") {
+    optimizer.kind = autodiff::OptimizerKind::kAdam;
+    optimizer.decoupled = true;
+    optimizer.lr = request.lr.value_or(kDefaultAdamLr);
+  } else if (request.optimizer == "sgd") {
+    optimizer.kind = autodiff::OptimizerKind::kSgd;
+    optimizer.momentum = request.momentum;
+    optimizer.lr = request.lr.value_or(kDefaultSgdLr);
+  } else {
+    return absl::InvalidArgumentError(
+        fmt::format("--optimizer '{}': sgd or adamw", request.optimizer));
+  }
+  optimizer.weight_decay = request.weight_decay;
+  options.policy = request.policy;
+  ASSIGN_OR_RETURN(options.hardware, analysis::LoadHardwareProfile(request.hardware));
+  ASSIGN_OR_RETURN(options.budget_bytes, planner::ParseBudget(request.budget, options.hardware));
+  options.planner = request.planner;
+  options.data.source = request.data;
+  // One seed for dropout (the model's), initialization and data.
+  options.data.seed = static_cast<uint64_t>(request.workload.options.seed);
+  return options;
+}
+
+std::string DescribeOptimizer(const autodiff::OptimizerOptions& o) {
+  std::string text = o.kind == autodiff::OptimizerKind::kAdam
+                         ? fmt::format("adamw, lr {:g}", o.lr)
+                         : fmt::format("sgd, lr {:g}, momentum {:g}", o.lr, o.momentum);
+  if (o.weight_decay > 0) text += fmt::format(", weight decay {:g}", o.weight_decay);
+  return text;
+}
+
+nlohmann::ordered_json TrainingSummaryToJson(const TrainingRequest& request,
+                                             const train::TrainerOptions& options,
+                                             const BackendSpec& backend,
+                                             const train::Trainer& trainer,
+                                             const train::TrainingSummary& summary,
+                                             const RunFiles& files) {
+  const program::Plan& plan = trainer.plan().best.plan;
+  const auto path_or_null = [](const std::string& path) {
+    return path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(path);
+  };
+  nlohmann::ordered_json json = {
+      {"model", request.workload.onnx.empty() ? request.workload.model : request.workload.onnx},
+      {"workload", DescribeWorkload(request.workload)},
+      {"optimizer", request.optimizer},
+      {"lr", options.optimizer.lr},
+      {"policy", summary.policy},
+      {"hardware", options.hardware.name},
+  };
+  json.update(BackendToJson(backend));
+  json.update(nlohmann::ordered_json{
+      {"data", trainer.data().Describe()},
+      {"seed", options.data.seed},
+      {"first_step", summary.first_step},
+      {"last_step", summary.last_step},
+      {"losses", summary.losses},
+      {"initial_loss", summary.losses.front()},
+      {"final_loss", summary.losses.back()},
+      {"checksum", summary.checksum},
+      {"budget_bytes", summary.budget_bytes},
+      {"arena_bytes", summary.arena_bytes},
+      {"arena_high_water_bytes", summary.arena_high_water_bytes},
+      {"peak_host_bytes", summary.peak_host_bytes},
+      {"bytes_to_host_per_step", summary.bytes_to_host_per_step},
+      {"bytes_to_device_per_step", summary.bytes_to_device_per_step},
+      {"spilled_tensors", plan.Count(program::Decision::kSpill)},
+      {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
+      {"mean_step_s", summary.mean_step_s},
+      {"predicted_step_s", trainer.plan().best.step_time_s()},
+      {"step_seconds", summary.step_seconds},
+      {"mean_recompute_s", summary.mean_recompute_s},
+      {"samples_per_s", summary.samples_per_s},
+      {"planning_s", summary.planning_s},
+      {"resumed_from", path_or_null(files.resumed_from)},
+      {"checkpoint", path_or_null(files.checkpoint)},
+  });
+  return json;
+}
+
+}  // namespace spillway::session
