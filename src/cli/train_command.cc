@@ -170,11 +170,6 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     }
     // Before planning and training, not after them.
     if (!flags->save.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->save, "checkpoint"));
-    if (!flags->request.workload.onnx.empty() && flags->request.workload.loss.empty()) {
-      return absl::InvalidArgumentError(
-          "train --onnx needs --loss cross-entropy: the trainer feeds labels to the loss it adds "
-          "over the model's logits");
-    }
     ASSIGN_OR_RETURN(train::TrainerOptions options, session::MakeTrainerOptions(flags->request));
     ASSIGN_OR_RETURN(const session::Workload workload,
                      session::BuildWorkload(flags->request.workload));

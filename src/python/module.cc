@@ -561,11 +561,6 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
   if (keywords.save_every > 0 && !keywords.save) {
     Raise(absl::InvalidArgumentError("--save-every needs --save PATH"));
   }
-  if (!workload.spec.onnx.empty() && workload.spec.loss.empty()) {
-    Raise(absl::InvalidArgumentError(
-        "train --onnx needs --loss cross-entropy: the trainer feeds labels to the loss it adds "
-        "over the model's logits"));
-  }
   if (keywords.save) Check(CheckOutputPath(*keywords.save, "checkpoint"));
   session::TrainingRequest request;
   request.workload = workload.spec;

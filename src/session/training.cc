@@ -55,6 +55,11 @@ std::optional<std::string> CostsMismatch(const analysis::MeasuredCosts& costs,
 }
 
 absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainingRequest& request) {
+  if (!request.workload.onnx.empty() && request.workload.loss.empty()) {
+    return absl::InvalidArgumentError(
+        "train --onnx needs --loss cross-entropy: the trainer feeds labels to the loss it adds "
+        "over the model's logits");
+  }
   train::TrainerOptions options;
   autodiff::OptimizerOptions& optimizer = options.optimizer;
   if (request.optimizer == "adamw") {

@@ -63,7 +63,8 @@ inline constexpr double kDefaultAdamLr = 1e-3;
 
 // The trainer's options for the request: optimizer, profile, budget, policy,
 // planner, data and the one seed (the model's) for dropout, initialization
-// and data. One-line errors for a bad optimizer, profile or budget.
+// and data. One-line errors for a bad optimizer, profile or budget, and for
+// an ONNX workload without a loss to feed labels to.
 absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainingRequest& request);
 
 // "sgd, lr 0.01, momentum 0.9" or "adamw, lr 0.001", with the weight decay.
