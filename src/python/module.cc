@@ -490,7 +490,7 @@ class PythonData final : public train::DataSource {
 class PyTraining {
  public:
   PyTraining(std::unique_ptr<backends::Backend> backend, std::unique_ptr<train::Trainer> trainer,
-             py::object data, nlohmann::ordered_json summary)
+             std::unique_ptr<py::object> data, nlohmann::ordered_json summary)
       : backend_(std::move(backend)),
         trainer_(std::move(trainer)),
         data_(std::move(data)),
@@ -535,7 +535,7 @@ class PyTraining {
 
   std::unique_ptr<backends::Backend> backend_;
   std::unique_ptr<train::Trainer> trainer_;
-  py::object data_;
+  std::unique_ptr<py::object> data_;  // what the trainer's data source points to
   nlohmann::ordered_json summary_;
 };
 
@@ -573,6 +573,19 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
   request.weight_decay = keywords.weight_decay;
   request.planner = PlannerOptionsOf(planning);
   request.planner.interrupted = PythonInterrupted;
+  // The data: a source name (str: the CLI's --data), arrays (a tuple) or a
+  // callable.
+  py::object data = keywords.data;
+  if (py::isinstance<py::str>(data)) {
+    request.data = data.cast<std::string>();
+  } else if (py::isinstance<py::tuple>(data) || py::isinstance<py::list>(data)) {
+    if (py::len(data) != 2) throw py::value_error("data must be (samples, labels)");
+    data = py::tuple(data);
+  } else if (!PyCallable_Check(data.ptr())) {
+    throw py::type_error(
+        "data must be 'synthetic', a directory, (samples, labels) arrays or a callable "
+        "step -> (samples, labels)");
+  }
   train::TrainerOptions options = Unwrap(session::MakeTrainerOptions(request));
   const session::BackendSpec backend_spec{.backend = "cpu", .threads = keywords.threads};
   std::optional<analysis::MeasuredCosts> costs;
@@ -584,21 +597,8 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
       PyErr_WarnEx(PyExc_UserWarning, warning->c_str(), 1);
     }
   }
-  // The data: a source name (str), arrays (a tuple) or a callable.
-  py::object data = keywords.data;
-  if (py::isinstance<py::str>(data)) {
-    options.data.source = data.cast<std::string>();
-    request.data = options.data.source;
-  } else if (py::isinstance<py::tuple>(data) || py::isinstance<py::list>(data)) {
-    if (py::len(data) != 2) throw py::value_error("data must be (samples, labels)");
-    data = py::tuple(data);
-  } else if (!PyCallable_Check(data.ptr())) {
-    throw py::type_error(
-        "data must be 'synthetic', a directory, (samples, labels) arrays or a callable "
-        "step -> (samples, labels)");
-  }
   // The trainer's data source reads `data` through this pointer: the object
-  // lives in the PyTraining that owns the trainer (or here, until Create ends).
+  // moves to the PyTraining that owns the trainer, and lives as long as it.
   auto owned_data = std::make_unique<py::object>(data);
   if (!py::isinstance<py::str>(data)) {
     options.make_data =
@@ -648,7 +648,7 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
   nlohmann::ordered_json json =
       session::TrainingSummaryToJson(request, options, backend_spec, *trainer, *ran,
                                      {keywords.resume.value_or(""), keywords.save.value_or("")});
-  return std::make_unique<PyTraining>(std::move(backend), std::move(trainer), *owned_data,
+  return std::make_unique<PyTraining>(std::move(backend), std::move(trainer), std::move(owned_data),
                                       std::move(json));
 }
 
