@@ -19,10 +19,14 @@ RooflineCostModel::RooflineCostModel(HardwareProfile profile, Options options)
     internal::CheckFailed("ValidateHardwareProfile(profile).ok()", __FILE__, __LINE__,
                           StatusMessage(valid));
   }
-  double matrix_peak = profile_.peak_flops(options_.math_mode);
   // cuDNN and cuBLAS run a mode the part lacks (tf32 on V100) in fp32.
-  if (matrix_peak <= 0) matrix_peak = profile_.fp32_flops;
-  matrix_flops_per_s_ = matrix_peak * profile_.compute_efficiency;
+  const MathMode mode =
+      profile_.peak_flops(options_.math_mode) > 0 ? options_.math_mode : MathMode::kFp32;
+  matrix_flops_per_s_ = profile_.peak_flops(mode) * profile_.efficiency(mode);
+  // fp16 stands for mixed precision as frameworks run it (PyTorch's AMP):
+  // activations and gradients move in 2 bytes, so memory traffic halves.
+  // Buffers are still sized in fp32 (the IR's type): a conservative plan.
+  bytes_per_element_factor_ = mode == MathMode::kFp16 ? 0.5 : 1.0;
   other_flops_per_s_ = profile_.fp32_flops * profile_.compute_efficiency;
   memory_bytes_per_s_ = profile_.memory_bandwidth * profile_.memory_efficiency;
 }
@@ -33,8 +37,9 @@ double RooflineCostModel::NodeSeconds(const ir::Graph& graph, const ir::Node& no
   const bool matrix = op_class == ir::OpClass::kConvolution || op_class == ir::OpClass::kMatMul;
   const double compute_s =
       static_cast<double>(cost.flops) / (matrix ? matrix_flops_per_s_ : other_flops_per_s_);
-  const double memory_s =
-      static_cast<double>(cost.bytes_read + cost.bytes_written) / memory_bytes_per_s_;
+  const double memory_s = bytes_per_element_factor_ *
+                          static_cast<double>(cost.bytes_read + cost.bytes_written) /
+                          memory_bytes_per_s_;
   return profile_.launch_overhead_s + std::max(compute_s, memory_s);
 }
 

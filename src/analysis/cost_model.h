@@ -28,11 +28,13 @@ class CostModel {
 
 // The roofline: the larger of FLOPs over the sustained compute rate and bytes
 // moved over the sustained memory bandwidth, plus the launch overhead.
-// Convolutions and matrix products use the math mode's rate (fp32's where the
-// part has none for the mode, as V100 has no tf32); everything else is
-// memory-bound, though its FLOPs still count at the fp32 rate so that an op
-// with much arithmetic per byte is not free. Bytes are those of the graph's
-// dtypes whatever the math mode.
+// Convolutions and matrix products use the math mode's rate and efficiency
+// (fp32's where the part has none for the mode, as V100 has no tf32);
+// everything else is memory-bound, though its FLOPs still count at the fp32
+// rate so that an op with much arithmetic per byte is not free. Bytes are
+// those of the graph's dtypes, halved in fp16 mode, which stands for mixed
+// precision (activations and gradients in 2 bytes, as PyTorch's AMP runs);
+// buffer sizes, and so plans, stay those of the graph's types.
 class RooflineCostModel final : public CostModel {
  public:
   struct Options {
@@ -52,6 +54,7 @@ class RooflineCostModel final : public CostModel {
   double matrix_flops_per_s_ = 0;  // convolutions and matrix products
   double other_flops_per_s_ = 0;   // everything else: fp32 CUDA cores
   double memory_bytes_per_s_ = 0;
+  double bytes_per_element_factor_ = 1.0;  // 0.5 in fp16 (mixed precision)
 };
 
 // Copy time as latency plus bytes over bandwidth (a line fitted to measured

@@ -107,23 +107,42 @@ TEST(RooflineCostModelTest, LaunchOverheadIsAddedToEveryNode) {
   EXPECT_DOUBLE_EQ(model.NodeSeconds(net.graph, net.graph.node(net.relu)), 5e-6 + 0.2048e-6);
 }
 
-TEST(RooflineCostModelTest, MathModeSetsTheConvolutionRateOnly) {
+TEST(RooflineCostModelTest, MathModeSetsTheConvolutionRateAndFp16HalvesTheTraffic) {
   const ConvRelu net = BuildConvRelu();
   const RooflineCostModel tf32(TestGpu(), {.math_mode = MathMode::kTf32});
   const RooflineCostModel fp16(TestGpu(), {.math_mode = MathMode::kFp16});
-  // 589,824 FLOPs / (8e12 * 0.5) = 0.147456 us and / (16e12 * 0.5) = 0.073728 us,
-  // both below the 0.384 us of memory traffic: the convolution turns memory-bound.
+  // 589,824 FLOPs / (8e12 * 0.5) = 0.147456 us, below the 0.384 us of memory
+  // traffic: in tf32 the convolution turns memory-bound. fp16 is mixed
+  // precision: 2 bytes a value, 0.192 us, still above 589,824 / (16e12 * 0.5)
+  // = 0.073728 us.
   EXPECT_DOUBLE_EQ(tf32.NodeSeconds(net.graph, net.graph.node(net.conv)), 0.384e-6);
-  EXPECT_DOUBLE_EQ(fp16.NodeSeconds(net.graph, net.graph.node(net.conv)), 0.384e-6);
-  // With memory 100x faster (0.00384 us) the tensor-core rates show.
+  EXPECT_DOUBLE_EQ(fp16.NodeSeconds(net.graph, net.graph.node(net.conv)), 0.192e-6);
+  // With memory 100x faster the tensor-core rates show.
   HardwareProfile fast_memory = TestGpu();
   fast_memory.memory_bandwidth = 10e12;
   const RooflineCostModel tf32_fast(fast_memory, {.math_mode = MathMode::kTf32});
   const RooflineCostModel fp16_fast(fast_memory, {.math_mode = MathMode::kFp16});
   EXPECT_DOUBLE_EQ(tf32_fast.NodeSeconds(net.graph, net.graph.node(net.conv)), 0.147456e-6);
   EXPECT_DOUBLE_EQ(fp16_fast.NodeSeconds(net.graph, net.graph.node(net.conv)), 0.073728e-6);
-  // The relu is memory-bound in every mode: 0.2048 us.
-  EXPECT_DOUBLE_EQ(fp16.NodeSeconds(net.graph, net.graph.node(net.relu)), 0.2048e-6);
+  // The relu is memory-bound in every mode: 0.2048 us, half that in fp16.
+  EXPECT_DOUBLE_EQ(tf32.NodeSeconds(net.graph, net.graph.node(net.relu)), 0.2048e-6);
+  EXPECT_DOUBLE_EQ(fp16.NodeSeconds(net.graph, net.graph.node(net.relu)), 0.1024e-6);
+}
+
+TEST(RooflineCostModelTest, EachTensorCoreModeHasItsOwnEfficiency) {
+  const ConvRelu net = BuildConvRelu();
+  HardwareProfile profile = TestGpu();
+  profile.memory_bandwidth = 10e12;  // compute-bound, so the rates show
+  profile.tf32_efficiency = 0.25;
+  profile.fp16_efficiency = 0.75;
+  const RooflineCostModel fp32(profile, {.math_mode = MathMode::kFp32});
+  const RooflineCostModel tf32(profile, {.math_mode = MathMode::kTf32});
+  const RooflineCostModel fp16(profile, {.math_mode = MathMode::kFp16});
+  const ir::Node& conv = net.graph.node(net.conv);
+  // 589,824 FLOPs / (1e12 * 0.5), / (8e12 * 0.25), / (16e12 * 0.75).
+  EXPECT_DOUBLE_EQ(fp32.NodeSeconds(net.graph, conv), 589'824 / (1e12 * 0.5));
+  EXPECT_DOUBLE_EQ(tf32.NodeSeconds(net.graph, conv), 589'824 / (8e12 * 0.25));
+  EXPECT_DOUBLE_EQ(fp16.NodeSeconds(net.graph, conv), 589'824 / (16e12 * 0.75));
 }
 
 TEST(RooflineCostModelTest, ElementwiseArithmeticCountsAtTheFp32Rate) {
@@ -151,8 +170,9 @@ TEST(RooflineCostModelTest, ModeThePartLacksFallsBackToFp32) {
   EXPECT_THAT(fp32.NodeSeconds(net.graph, conv),
               DoubleNear(5e-6 + 589'824 / (15.7e12 * 0.65), 1e-15));
   EXPECT_DOUBLE_EQ(tf32.NodeSeconds(net.graph, conv), fp32.NodeSeconds(net.graph, conv));
-  // fp16's tensor cores make it memory-bound: 5 us + 42.7 ns.
-  EXPECT_THAT(fp16.NodeSeconds(net.graph, conv), DoubleNear(5e-6 + 30'720 / (900e9 * 0.8), 1e-15));
+  // fp16's tensor cores make it memory-bound, at 2 bytes a value: 5 us + 21.3 ns.
+  EXPECT_THAT(fp16.NodeSeconds(net.graph, conv),
+              DoubleNear(5e-6 + 0.5 * 30'720 / (900e9 * 0.8), 1e-15));
 }
 
 TEST(RooflineCostModelTest, CopyIsLatencyPlusBytesOverBandwidth) {

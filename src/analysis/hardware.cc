@@ -29,7 +29,8 @@ enum class Range : uint8_t {
   kText,
   kPositive,
   kNonNegative,
-  kFraction,  // (0, 1]
+  kFraction,         // (0, 1]
+  kUnsetOrFraction,  // 0 (unset), or (0, 1]
   kCopyEngines,
 };
 
@@ -43,6 +44,8 @@ std::string_view RangeText(Range range) {
       return "zero or more";
     case Range::kFraction:
       return "in (0, 1]";
+    case Range::kUnsetOrFraction:
+      return "0 (unset) or in (0, 1]";
     case Range::kCopyEngines:
       return "1 or 2";
   }
@@ -75,6 +78,10 @@ const std::vector<Field>& Fields() {
       {"fp16_flops", &HardwareProfile::fp16_flops, "FLOP/s", Range::kNonNegative, false},
       {"compute_efficiency", &HardwareProfile::compute_efficiency, "fraction of peak",
        Range::kFraction, false},
+      {"tf32_efficiency", &HardwareProfile::tf32_efficiency, "fraction of peak",
+       Range::kUnsetOrFraction, false},
+      {"fp16_efficiency", &HardwareProfile::fp16_efficiency, "fraction of peak",
+       Range::kUnsetOrFraction, false},
       {"memory_bandwidth", &HardwareProfile::memory_bandwidth, "bytes/s", Range::kPositive, true},
       {"memory_efficiency", &HardwareProfile::memory_efficiency, "fraction of peak",
        Range::kFraction, false},
@@ -125,6 +132,8 @@ bool InRange(Range range, double value) {
       return value >= 0;
     case Range::kFraction:
       return value > 0 && value <= 1;
+    case Range::kUnsetOrFraction:
+      return value >= 0 && value <= 1;
     case Range::kCopyEngines:
       return value == 1 || value == 2;
   }
@@ -240,9 +249,13 @@ absl::StatusOr<HardwareProfile> ParseProfile(std::string_view json_text) {
 }
 
 // Figures and their sources are in docs/hardware.md; keep the two in step.
-// Every GPU preset takes the same derating: large cuDNN/cuBLAS kernels reach
-// roughly 60-70% of the datasheet peak, streaming kernels about 80% of the
-// HBM bandwidth, a kernel launch costs about 5 us and a copy about 10 us.
+// Every GPU preset takes the same fp32 derating: large cuDNN/cuBLAS kernels
+// reach roughly 60-70% of the datasheet peak, streaming kernels about 80% of
+// the HBM bandwidth, a kernel launch costs about 5 us and a copy about 10 us.
+// The tensor-core efficiencies (tf32_efficiency, fp16_efficiency) are fitted
+// to published ResNet-50 training throughput by bench/gpu_calibration.py
+// (the V100 PCIe preset borrows the SXM2 fit; GH200 has no published figure
+// and keeps the fp32 derating).
 std::vector<HardwareProfile> MakePresets() {
   constexpr double kGpuComputeEfficiency = 0.65;
   constexpr double kGpuMemoryEfficiency = 0.8;
@@ -260,6 +273,7 @@ std::vector<HardwareProfile> MakePresets() {
       .tf32_flops = 0,
       .fp16_flops = 125e12,
       .compute_efficiency = kGpuComputeEfficiency,
+      .fp16_efficiency = 0.474,
       .memory_bandwidth = 900e9,
       .memory_efficiency = kGpuMemoryEfficiency,
       .launch_overhead_s = kGpuLaunchOverhead,
@@ -279,6 +293,7 @@ std::vector<HardwareProfile> MakePresets() {
       .tf32_flops = 0,
       .fp16_flops = 112e12,
       .compute_efficiency = kGpuComputeEfficiency,
+      .fp16_efficiency = 0.474,
       .memory_bandwidth = 900e9,
       .memory_efficiency = kGpuMemoryEfficiency,
       .launch_overhead_s = kGpuLaunchOverhead,
@@ -298,6 +313,8 @@ std::vector<HardwareProfile> MakePresets() {
       .tf32_flops = 156e12,
       .fp16_flops = 312e12,
       .compute_efficiency = kGpuComputeEfficiency,
+      .tf32_efficiency = 0.265,
+      .fp16_efficiency = 0.566,
       .memory_bandwidth = 1555e9,
       .memory_efficiency = kGpuMemoryEfficiency,
       .launch_overhead_s = kGpuLaunchOverhead,
@@ -317,6 +334,8 @@ std::vector<HardwareProfile> MakePresets() {
       .tf32_flops = 378e12,
       .fp16_flops = 756.5e12,
       .compute_efficiency = kGpuComputeEfficiency,
+      .tf32_efficiency = 0.137,
+      .fp16_efficiency = 0.09,
       .memory_bandwidth = 2.0e12,
       .memory_efficiency = kGpuMemoryEfficiency,
       .launch_overhead_s = kGpuLaunchOverhead,
@@ -336,6 +355,8 @@ std::vector<HardwareProfile> MakePresets() {
       .tf32_flops = 494.5e12,
       .fp16_flops = 989.5e12,
       .compute_efficiency = kGpuComputeEfficiency,
+      .tf32_efficiency = 0.167,
+      .fp16_efficiency = 0.098,
       .memory_bandwidth = 4.8e12,
       .memory_efficiency = kGpuMemoryEfficiency,
       .launch_overhead_s = kGpuLaunchOverhead,
@@ -414,6 +435,13 @@ std::optional<MathMode> ParseMathMode(std::string_view name) {
     if (MathModeName(mode) == name) return mode;
   }
   return std::nullopt;
+}
+
+double HardwareProfile::efficiency(MathMode mode) const {
+  const double mode_efficiency = mode == MathMode::kTf32   ? tf32_efficiency
+                                 : mode == MathMode::kFp16 ? fp16_efficiency
+                                                           : 0;
+  return mode_efficiency > 0 ? mode_efficiency : compute_efficiency;
 }
 
 double HardwareProfile::peak_flops(MathMode mode) const {

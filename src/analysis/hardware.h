@@ -32,11 +32,16 @@ struct HardwareProfile {
 
   // Peak dense rates of convolutions and matrix products, FLOP/s; a mode the
   // part lacks is 0. `compute_efficiency` is the fraction of peak that large
-  // kernels reach in practice.
+  // kernels reach in practice in fp32; `tf32_efficiency` and
+  // `fp16_efficiency` the same on the tensor cores (0: compute_efficiency).
+  // The GPU presets' are fitted to published training throughput
+  // (docs/hardware.md).
   double fp32_flops = 0;
   double tf32_flops = 0;
   double fp16_flops = 0;
   double compute_efficiency = 1.0;
+  double tf32_efficiency = 0;
+  double fp16_efficiency = 0;
 
   // Device memory bandwidth (bytes/s) for memory-bound ops, and the fraction
   // of it that streaming kernels reach.
@@ -57,6 +62,8 @@ struct HardwareProfile {
   int64_t default_budget_bytes() const { return device_memory_bytes - reserved_bytes; }
   // Peak rate for a math mode, 0 if the part has none.
   double peak_flops(MathMode mode) const;
+  // The fraction of that peak large kernels reach in the mode.
+  double efficiency(MathMode mode) const;
 
   bool operator==(const HardwareProfile&) const = default;
 };

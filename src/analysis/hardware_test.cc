@@ -111,9 +111,9 @@ TEST(HardwareProfileTest, JsonUsesTheDocumentedFieldNamesInStructOrder) {
   for (const auto& item : json.items()) keys.push_back(item.key());
   EXPECT_THAT(keys, ElementsAre("name", "description", "device_memory_bytes", "reserved_bytes",
                                 "fp32_flops", "tf32_flops", "fp16_flops", "compute_efficiency",
-                                "memory_bandwidth", "memory_efficiency", "launch_overhead_s",
-                                "d2h_bandwidth", "h2d_bandwidth", "d2h_latency_s", "h2d_latency_s",
-                                "copy_engines"));
+                                "tf32_efficiency", "fp16_efficiency", "memory_bandwidth",
+                                "memory_efficiency", "launch_overhead_s", "d2h_bandwidth",
+                                "h2d_bandwidth", "d2h_latency_s", "h2d_latency_s", "copy_engines"));
   EXPECT_TRUE(json["device_memory_bytes"].is_number_integer());
   EXPECT_TRUE(json["copy_engines"].is_number_integer());
 }
@@ -127,6 +127,8 @@ TEST(HardwareProfileTest, MinimalProfileTakesTheDefaults) {
   EXPECT_EQ(profile->reserved_bytes, 0);
   EXPECT_EQ(profile->tf32_flops, 0);
   EXPECT_EQ(profile->compute_efficiency, 1.0);
+  EXPECT_EQ(profile->tf32_efficiency, 0);  // unset: compute_efficiency applies
+  EXPECT_EQ(profile->efficiency(MathMode::kTf32), 1.0);
   EXPECT_EQ(profile->memory_efficiency, 1.0);
   EXPECT_EQ(profile->launch_overhead_s, 0);
   EXPECT_EQ(profile->h2d_latency_s, 0);
@@ -195,6 +197,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"efficiency_above_one",
                    WithField("compute_efficiency", "1.5"),
                    {"'compute_efficiency' must be in (0, 1]", "got 1.5"}},
+        BadProfile{"fp16_efficiency_above_one",
+                   WithField("fp16_efficiency", "1.2"),
+                   {"'fp16_efficiency' must be 0 (unset) or in (0, 1]", "got 1.2"}},
         BadProfile{"efficiency_zero",
                    WithField("memory_efficiency", "0"),
                    {"'memory_efficiency' must be in (0, 1]"}},

@@ -73,7 +73,8 @@ void AddPlanFlags(CLI::App& command, PlanFlags& flags) {
       ->check(NotEmpty());
   command
       .add_option("--math-mode", flags.math_mode,
-                  "Arithmetic of convolutions and matrix products, for their compute rate")
+                  "Arithmetic of convolutions and matrix products, for their compute rate; fp16 is "
+                  "mixed precision (tensors also move in 2 bytes)")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
       ->capture_default_str();
   AddPlannerFlags(command, flags.planner);
