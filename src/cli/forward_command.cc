@@ -20,13 +20,12 @@
 #include "fmt/ranges.h"
 #include "nlohmann/json.hpp"
 #include "runtime/forward.h"
-#include "session/export.h"
+#include "session/forward.h"
 #include "support/file_io.h"
 #include "support/npy.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 #include "train/initializer.h"
-#include "train/random.h"
 
 namespace spillway::cli {
 namespace {
@@ -39,120 +38,6 @@ struct ForwardFlags {
   BackendFlags backend;
   bool json = false;
 };
-
-// One graph input's bytes in the IR's layout, and where they came from.
-struct InputValue {
-  std::vector<std::byte> bytes;
-  std::string source;  // the file, or "seed N"
-};
-
-std::optional<NpyDType> ToNpy(ir::DType dtype) {
-  if (dtype == ir::DType::kF32) return NpyDType::kF32;
-  if (dtype == ir::DType::kI64) return NpyDType::kI64;
-  return std::nullopt;
-}
-
-absl::StatusOr<InputValue> ReadInput(const ir::Value& value, const std::string& path) {
-  ASSIGN_OR_RETURN(const NpyArray array, ReadNpyFile(path));
-  const ir::Shape expected = runtime::FrameworkShape(value.type);
-  const std::optional<NpyDType> dtype = ToNpy(value.type.dtype);
-  if (!dtype || array.dtype != *dtype || array.shape != expected) {
-    return absl::InvalidArgumentError(
-        fmt::format("input '{}' is {} {} (ONNX order); {} holds {} {}", value.name,
-                    ir::ShapeToString(expected), ir::DTypeName(value.type.dtype), path,
-                    ir::ShapeToString(array.shape), NpyDTypeName(array.dtype)));
-  }
-  return InputValue{runtime::FromFrameworkOrder(value.type, array.data), path};
-}
-
-// The exclusive upper bound of an integer input: the classes of the loss that
-// reads it as labels, or the rows of the embedding that reads it as indices.
-std::optional<int64_t> IntegerLimit(const ir::Graph& graph, ir::ValueId value) {
-  for (const ir::Node& node : graph.nodes()) {
-    if (node.op == ir::OpKind::kCrossEntropyLoss && node.inputs[1] == value) {
-      return graph.value(node.inputs[0]).type.shape.back();
-    }
-    if (node.op == ir::OpKind::kEmbedding && node.inputs[1] == value) {
-      return graph.value(node.inputs[0]).type.shape.front();
-    }
-  }
-  return std::nullopt;
-}
-
-// Uniform values from the seed: floats in [-1, 1), integers in their range.
-absl::StatusOr<InputValue> SeededInput(const ir::Graph& graph, ir::ValueId id, int64_t seed) {
-  const ir::Value& value = graph.value(id);
-  const train::RandomStream random(
-      train::StreamKey(static_cast<uint64_t>(seed), {static_cast<uint64_t>(id)}));
-  const size_t count = static_cast<size_t>(*ir::NumElements(value.type.shape));
-  InputValue input{std::vector<std::byte>(static_cast<size_t>(value.type.bytes())),
-                   fmt::format("seed {}", seed)};
-  if (value.type.dtype == ir::DType::kF32) {
-    std::vector<float> values(count);
-    for (size_t i = 0; i < count; ++i) values[i] = random.Uniform(i, -1.0f, 1.0f);
-    if (count > 0) std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
-    return input;
-  }
-  const std::optional<int64_t> limit = IntegerLimit(graph, id);
-  if (value.type.dtype != ir::DType::kI64 || !limit || *limit <= 0) {
-    return absl::InvalidArgumentError(fmt::format(
-        "input '{}' ({}) cannot be drawn from the seed; give it with --input {}=FILE.npy",
-        value.name, ir::TypeToString(value.type), value.name));
-  }
-  std::vector<int64_t> values(count);
-  for (size_t i = 0; i < count; ++i) {
-    values[i] = static_cast<int64_t>(random.Below(i, static_cast<uint64_t>(*limit)));
-  }
-  if (count > 0) std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
-  return input;
-}
-
-// Every kInput value, from --input or the seed.
-absl::StatusOr<std::map<std::string, InputValue>> GatherInputs(const ir::Graph& graph,
-                                                               const ForwardFlags& flags) {
-  std::map<std::string, InputValue> inputs;
-  std::vector<std::string> names;
-  for (ir::ValueId id : graph.InputsOfKind(ir::ValueKind::kInput)) {
-    names.push_back(graph.value(id).name);
-  }
-  for (const std::string& text : flags.inputs) {
-    const size_t eq = text.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-      return absl::InvalidArgumentError(fmt::format("--input '{}': expected NAME=FILE.npy", text));
-    }
-    const std::string name = text.substr(0, eq);
-    const std::optional<ir::ValueId> id = graph.FindValue(name);
-    if (!id || graph.value(*id).kind != ir::ValueKind::kInput) {
-      return absl::InvalidArgumentError(
-          fmt::format("--input {}: the model has no input '{}'; its inputs are {}", text, name,
-                      fmt::join(names, ", ")));
-    }
-    if (inputs.contains(name)) {
-      return absl::InvalidArgumentError(fmt::format("--input {} is given twice", name));
-    }
-    ASSIGN_OR_RETURN(inputs[name], ReadInput(graph.value(*id), text.substr(eq + 1)));
-  }
-  for (ir::ValueId id : graph.InputsOfKind(ir::ValueKind::kInput)) {
-    const std::string& name = graph.value(id).name;
-    if (inputs.contains(name)) continue;
-    ASSIGN_OR_RETURN(inputs[name], SeededInput(graph, id, flags.workload.options.seed));
-  }
-  return inputs;
-}
-
-// Parameters and buffers: a checkpoint's, the ONNX file's, or a built-in model's
-// initialized from the seed.
-absl::StatusOr<std::map<std::string, std::vector<std::byte>>> ModelValues(
-    session::Workload& workload, const ForwardFlags& flags) {
-  if (!flags.checkpoint.empty()) return session::CheckpointValues(workload.graph, flags.checkpoint);
-  if (!flags.workload.onnx.empty()) return std::move(workload.initial_values);
-  ASSIGN_OR_RETURN(
-      const auto state,
-      train::InitialState(workload.graph, static_cast<uint64_t>(flags.workload.options.seed)));
-  std::map<std::string, std::vector<std::byte>> values;
-  for (const auto& [id, bytes] : state) values[workload.graph.value(id).name] = bytes;
-  return values;
-}
 
 struct OutputSummary {
   std::string name;
@@ -215,8 +100,10 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
                    session::BuildWorkload(flags.workload, session::WorkloadOutputs::kAny));
   const ir::Graph& graph = workload.graph;
   RETURN_IF_ERROR(train::CheckStateFitsHost(graph));
-  ASSIGN_OR_RETURN(const auto inputs, GatherInputs(graph, flags));
-  ASSIGN_OR_RETURN(const auto model_values, ModelValues(workload, flags));
+  ASSIGN_OR_RETURN(const auto inputs,
+                   session::GatherInputs(graph, flags.inputs, flags.workload.options.seed));
+  ASSIGN_OR_RETURN(const auto model_values,
+                   session::ModelValues(workload, flags.workload, flags.checkpoint));
   runtime::ForwardInputs bytes;
   for (const auto& [name, input] : inputs) bytes.emplace(name, input.bytes);
   for (const auto& [name, value] : model_values) bytes.emplace(name, value);
@@ -240,7 +127,7 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
     for (size_t i = 0; i < graph.outputs().size(); ++i) {
       const ir::Value& value = graph.value(graph.outputs()[i]);
       const std::string& name = OutputName(workload, i);
-      if (!ToNpy(value.type.dtype)) {
+      if (!session::NpyTypeOf(value.type.dtype)) {
         return absl::InvalidArgumentError(
             fmt::format("output '{}' is {}; only f32 and i64 outputs can be written", name,
                         ir::DTypeName(value.type.dtype)));
@@ -279,7 +166,7 @@ absl::Status RunForwardCommand(std::ostream& out, const ForwardFlags& flags) {
       const ir::Value& value = graph.value(graph.outputs()[i]);
       RETURN_IF_ERROR(
           written.Add(files[i],
-                      SerializeNpy(*ToNpy(value.type.dtype), outputs[i].shape,
+                      SerializeNpy(*session::NpyTypeOf(value.type.dtype), outputs[i].shape,
                                    runtime::ToFrameworkOrder(value.type, result.outputs[i])),
                       "output"));
     }

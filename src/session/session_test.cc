@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "session/forward.h"
 #include "session/planning.h"
 #include "session/training.h"
 #include "session/workload.h"
@@ -165,6 +166,28 @@ TEST(Training, ACostsFileFromAnotherConfigurationIsNamed) {
   ASSERT_TRUE(warning.has_value());
   EXPECT_THAT(*warning, HasSubstr("c.json was measured on the cpu backend with 4 threads"));
   EXPECT_THAT(*warning, HasSubstr("this run uses cpu with 2 threads"));
+}
+
+TEST(Forward, InputsComeFromTheSeedUnlessGivenAndAreNamedInErrors) {
+  WorkloadSpec spec;
+  spec.model = "resnet18";
+  spec.image = 32;
+  ASSERT_OK_AND_ASSIGN(const Workload workload, BuildWorkload(spec));
+  ASSERT_OK_AND_ASSIGN(const auto first, GatherInputs(workload.graph, {}, 3));
+  ASSERT_OK_AND_ASSIGN(const auto again, GatherInputs(workload.graph, {}, 3));
+  ASSERT_OK_AND_ASSIGN(const auto other, GatherInputs(workload.graph, {}, 4));
+  ASSERT_EQ(first.size(), 2u);  // images and labels
+  for (const auto& [name, input] : first) {
+    EXPECT_EQ(input.source, "seed 3");
+    EXPECT_EQ(input.bytes, again.at(name).bytes) << name;
+    EXPECT_EQ(input.bytes.size(),
+              workload.graph.value(*workload.graph.FindValue(name)).type.bytes());
+  }
+  EXPECT_NE(first.at("images").bytes, other.at("images").bytes);
+  EXPECT_THAT(GatherInputs(workload.graph, {"pixels=x.npy"}, 3).status().message(),
+              HasSubstr("the model has no input 'pixels'; its inputs are"));
+  EXPECT_EQ(GatherInputs(workload.graph, {"images"}, 3).status().message(),
+            "--input 'images': expected NAME=FILE.npy");
 }
 
 }  // namespace
