@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -179,20 +180,21 @@ struct PyWorkload {
 
 // ---- Planning -------------------------------------------------------------
 
-// Redraws one line on stderr while a policy plans, when stderr is a terminal,
-// and polls for Ctrl-C.
+// Redraws one line on stderr while a policy plans, when stderr is a terminal
+// (at most five times a second, as the CLI's line), and polls for Ctrl-C. Not
+// the CLI's PlanningProgress: that one installs its own SIGINT handler, which
+// would take Ctrl-C from Python.
 class PythonObserver final : public session::PlanningObserver {
  public:
   explicit PythonObserver(bool progress) : shown_(progress && isatty(STDERR_FILENO) != 0) {}
   void Begin(const std::string& label) override {
     label_ = label;
-    Progress(0);
+    Draw(0);
   }
   void Progress(int candidates) override {
-    if (!shown_) return;
-    std::cerr << fmt::format("\r\033[Kplanning {}: {} candidate plans", label_, candidates)
-              << std::flush;
-    open_ = true;
+    if (std::chrono::steady_clock::now() - drawn_ >= std::chrono::milliseconds(200)) {
+      Draw(candidates);
+    }
   }
   void End() override {
     if (open_) std::cerr << "\r\033[K" << std::flush;
@@ -202,9 +204,18 @@ class PythonObserver final : public session::PlanningObserver {
   bool Interrupted() override { return PythonInterrupted(); }
 
  private:
+  void Draw(int candidates) {
+    if (!shown_) return;
+    drawn_ = std::chrono::steady_clock::now();
+    std::cerr << fmt::format("\r\033[Kplanning {}: {} candidate plans", label_, candidates)
+              << std::flush;
+    open_ = true;
+  }
+
   bool shown_;
   bool open_ = false;
   std::string label_;
+  std::chrono::steady_clock::time_point drawn_;
 };
 
 // The session and its observer, shared by the results planned in it (their

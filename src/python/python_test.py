@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -192,9 +193,29 @@ def test_ctrl_c_stops_planning_and_training():
     timer.join()
 
 
-def test_the_openmp_wait_policy_is_reported():
-    assert spillway.WAIT_POLICY.startswith(("PASSIVE", os.environ.get("OMP_WAIT_POLICY", "-"),
-                                            "libgomp's default"))
+def wait_policy_in_a_fresh_interpreter(environment_policy=None, preload_libgomp=False):
+    """(spillway.WAIT_POLICY, OMP_WAIT_POLICY as libgomp will see it) in a new
+    interpreter: the import's decision depends on what the process did first."""
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    if environment_policy is not None:
+        env["OMP_WAIT_POLICY"] = environment_policy
+    script = ("import ctypes, os\n"
+              + ("ctypes.CDLL('libgomp.so.1')\n" if preload_libgomp else "")
+              + "import spillway\nprint(spillway.WAIT_POLICY)\n"
+              + "print(os.environ.get('OMP_WAIT_POLICY', 'unset'))\n")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          check=True)
+    return tuple(done.stdout.strip().splitlines())
+
+
+def test_import_sets_a_passive_wait_policy_only_when_it_still_can():
+    assert wait_policy_in_a_fresh_interpreter() == ("PASSIVE (set by spillway)", "PASSIVE")
+    assert wait_policy_in_a_fresh_interpreter("ACTIVE") == (
+        "ACTIVE (from the environment)", "ACTIVE")
+    # libgomp already loaded (as `import torch` first would): too late, left alone.
+    assert wait_policy_in_a_fresh_interpreter(preload_libgomp=True) == (
+        "libgomp's default (it was loaded before spillway)", "unset")
 
 
 def tiny_onnx(path):

@@ -7,6 +7,7 @@
 #include "fmt/format.h"
 #include "nodelink/node_link.h"
 #include "planner/step_relaxation.h"
+#include "session/training.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -57,14 +58,7 @@ absl::Status PlanningSession::BuildGraphFileStep() {
 absl::Status PlanningSession::BuildModelStep() {
   ASSIGN_OR_RETURN(const Workload built, BuildWorkload(request_.workload));
   autodiff::OptimizerOptions optimizer;
-  if (request_.optimizer == "adamw") {
-    optimizer.kind = autodiff::OptimizerKind::kAdam;
-  } else if (request_.optimizer == "sgd") {
-    optimizer.kind = autodiff::OptimizerKind::kSgd;
-  } else {
-    return absl::InvalidArgumentError(
-        fmt::format("--optimizer '{}': sgd or adamw", request_.optimizer));
-  }
+  ASSIGN_OR_RETURN(optimizer.kind, ParseOptimizer(request_.optimizer));
   ASSIGN_OR_RETURN(training_, autodiff::BuildTrainingGraph(built.graph, optimizer));
   ASSIGN_OR_RETURN(profile_, analysis::LoadHardwareProfile(request_.hardware));
   ASSIGN_OR_RETURN(budget_bytes_, planner::ParseBudget(request_.budget, profile_));

@@ -54,6 +54,12 @@ std::optional<std::string> CostsMismatch(const analysis::MeasuredCosts& costs,
       isa.empty() ? "no direct" : isa);
 }
 
+absl::StatusOr<autodiff::OptimizerKind> ParseOptimizer(std::string_view name) {
+  if (name == "adamw") return autodiff::OptimizerKind::kAdam;
+  if (name == "sgd") return autodiff::OptimizerKind::kSgd;
+  return absl::InvalidArgumentError(fmt::format("--optimizer '{}': sgd or adamw", name));
+}
+
 absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainingRequest& request) {
   if (!request.workload.onnx.empty() && request.workload.loss.empty()) {
     return absl::InvalidArgumentError(
@@ -62,17 +68,13 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainingRequest& 
   }
   train::TrainerOptions options;
   autodiff::OptimizerOptions& optimizer = options.optimizer;
-  if (request.optimizer == "adamw") {
-    optimizer.kind = autodiff::OptimizerKind::kAdam;
+  ASSIGN_OR_RETURN(optimizer.kind, ParseOptimizer(request.optimizer));
+  if (optimizer.kind == autodiff::OptimizerKind::kAdam) {
     optimizer.decoupled = true;
     optimizer.lr = request.lr.value_or(kDefaultAdamLr);
-  } else if (request.optimizer == "sgd") {
-    optimizer.kind = autodiff::OptimizerKind::kSgd;
+  } else {
     optimizer.momentum = request.momentum;
     optimizer.lr = request.lr.value_or(kDefaultSgdLr);
-  } else {
-    return absl::InvalidArgumentError(
-        fmt::format("--optimizer '{}': sgd or adamw", request.optimizer));
   }
   optimizer.weight_decay = request.weight_decay;
   options.policy = request.policy;

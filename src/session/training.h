@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "analysis/costs_file.h"
@@ -57,6 +58,10 @@ struct TrainingRequest {
   std::string data = "synthetic";   // or a directory of images (docs/training.md)
   planner::PlannerOptions planner;  // all but the budget
 };
+
+// "sgd" (with momentum) or "adamw": the optimizer's kind; a one-line error
+// naming --optimizer otherwise. Planning and training read the name alike.
+absl::StatusOr<autodiff::OptimizerKind> ParseOptimizer(std::string_view name);
 
 inline constexpr double kDefaultSgdLr = 0.01;
 inline constexpr double kDefaultAdamLr = 1e-3;
