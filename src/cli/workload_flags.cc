@@ -1,5 +1,7 @@
 #include "cli/workload_flags.h"
 
+#include <string>
+
 #include "cli/option_validators.h"
 #include "fmt/format.h"
 
@@ -136,6 +138,23 @@ void AddWorkloadFlags(CLI::App& command, WorkloadFlags& flags, GraphFiles graph_
 }
 
 void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
+  command
+      .add_option_function<std::string>(
+          "--backward-order",
+          [&options](const std::string& order) {
+            if (order == "memory-aware") {
+              options.backward_order = program::BackwardOrder::kMemoryAware;
+            } else if (order == "topological") {
+              options.backward_order = program::BackwardOrder::kTopological;
+            } else {
+              options.backward_order.reset();
+            }
+          },
+          "Order of the backward pass: memory-aware (reordered within its dependencies to hold "
+          "fewer bytes at once), topological (as autodiff emitted it) or auto (memory-aware where "
+          "it lowers the least memory a plan can reach); results are bitwise the same")
+      ->check(CLI::IsMember({"auto", "memory-aware", "topological"}))
+      ->default_str("auto");
   command
       .add_option("--time-limit", options.time_limit_s,
                   "Safety net: seconds after which the hybrid planner stops refining even if "

@@ -21,13 +21,41 @@
 
 namespace spillway::planner {
 
+program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link) {
+  using program::BackwardOrder;
+  const std::vector<ir::NodeId> topological =
+      program::TrainingSchedule(graph, BackwardOrder::kTopological);
+  const std::vector<ir::NodeId> memory_aware =
+      program::TrainingSchedule(graph, BackwardOrder::kMemoryAware);
+  if (memory_aware == topological) return BackwardOrder::kTopological;
+  program::Plan freeing("floor", graph);
+  for (const autodiff::SavedTensor& saved : autodiff::SavedTensors(graph)) {
+    if (host_link && program::CanSpill(graph, saved.value)) {
+      freeing.Spill(saved.value);
+    } else if (program::CanRecompute(graph, saved.value)) {
+      freeing.Recompute(saved.value);
+    }
+  }
+  absl::StatusOr<program::Program> in_memory_aware =
+      program::BuildProgram(graph, memory_aware, freeing);
+  absl::StatusOr<program::Program> in_topological =
+      program::BuildProgram(graph, topological, freeing);
+  // Both build (every plan a policy makes must); if not, the planner will say
+  // why on its first candidate, in autodiff's order.
+  if (!in_memory_aware.ok() || !in_topological.ok()) return BackwardOrder::kTopological;
+  return in_memory_aware->arena_bytes < in_topological->arena_bytes ? BackwardOrder::kMemoryAware
+                                                                    : BackwardOrder::kTopological;
+}
+
 PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,
                                  const analysis::HardwareProfile& hardware, PlannerOptions options)
     : graph_(graph),
       cost_model_(cost_model),
       hardware_(hardware),
       options_(options),
-      schedule_(program::TrainingSchedule(graph)),
+      backward_order_(
+          options.backward_order.value_or(ChooseBackwardOrder(graph, options.host_link))),
+      schedule_(program::TrainingSchedule(graph, backward_order_)),
       simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
   reads_ = program::ScheduleReads::Of(graph, schedule_);
   ideal_start_s_.assign(schedule_.size() + 1, 0.0);
@@ -280,6 +308,7 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   result.evaluations = context.evaluations() - evaluations_before;
   result.laid_out = context.laid_out() - laid_out_before;
   result.feasible = context.Fits(result.best);
+  result.backward_order = context.backward_order();
   // A policy's output always goes through the verifier: a plan the simulator
   // accepted is a plan that can run.
   RETURN_IF_ERROR(Annotate(program::VerifyProgram(result.best.program),

@@ -32,6 +32,9 @@ namespace spillway::planner {
 
 struct PlannerOptions {
   int64_t budget_bytes = 0;
+  // The order of the backward pass in every plan's schedule
+  // (program/schedule.h). Unset, the context chooses (ChooseBackwardOrder).
+  std::optional<program::BackwardOrder> backward_order = std::nullopt;
   // False: the device has no link to host memory (--no-link), so nothing can
   // be spilled and only recomputation frees memory. The policies that spill
   // (swap, swap-lms, hybrid-seed, hybrid) refuse to run; none, recompute and
@@ -63,6 +66,14 @@ struct PlannerOptions {
   std::function<bool()> interrupted = nullptr;
 };
 
+// The backward order a context plans in when the options leave it open: the
+// memory-aware order where it lowers the arena of the plan that frees the
+// most (every saved tensor spilled, or with no host link every recomputable
+// one recomputed), else autodiff's. The greedy order is a heuristic and can
+// raise that floor (on DeepLabV3+ and GPT-2 it does); this keeps the lower
+// one. Two Programs are built to decide.
+program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link);
+
 // A Plan with its Program and the simulator's verdict on it.
 struct Evaluation {
   program::Plan plan;
@@ -91,6 +102,8 @@ struct PlanResult {
   // stopped the refinement before it converged.
   std::string start;
   bool hit_time_limit = false;
+  // The order of the backward pass the plan was made in (program/schedule.h).
+  program::BackwardOrder backward_order = program::BackwardOrder::kTopological;
   // swap-lms and hybrid-seed-lms: the setting TFLMS's auto-tuning chose, in
   // its own words ("threshold 37, ahead 4, sync_mode 0").
   std::string tuning;
@@ -138,6 +151,7 @@ class PlanningContext {
   const ir::Graph& graph() const { return graph_; }
   const analysis::HardwareProfile& hardware() const { return hardware_; }
   const std::vector<ir::NodeId>& schedule() const { return schedule_; }
+  program::BackwardOrder backward_order() const { return backward_order_; }
   const analysis::CostModel& cost_model() const { return cost_model_; }
   const sim::Simulator& simulator() const { return simulator_; }
   const PlannerOptions& options() const { return options_; }
@@ -223,6 +237,7 @@ class PlanningContext {
   const analysis::CostModel& cost_model_;
   analysis::HardwareProfile hardware_;
   PlannerOptions options_;
+  program::BackwardOrder backward_order_;
   std::vector<ir::NodeId> schedule_;
   sim::Simulator simulator_;
   std::vector<autodiff::SavedTensor> saved_;

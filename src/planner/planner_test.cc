@@ -254,7 +254,10 @@ TEST(PolicyOptions, SwapTunesTheLookaheadForAsManyThresholdsAsAsked) {
   // Halfway between the arena with every saved tensor spilled and the `none`
   // arena: some thresholds fit, and lookaheads are worth tuning. (Under a
   // budget of 0 every layout strategy is tried: the arenas are the least.)
-  Planning tightest(training.graph, 0);
+  // In autodiff's order: in the memory-aware one `none` already reaches the
+  // parameters' floor at this size (see ModelCase).
+  const PlannerOptions topological{.backward_order = program::BackwardOrder::kTopological};
+  Planning tightest(training.graph, 0, topological);
   absl::StatusOr<Evaluation> none = tightest.context.Evaluate(tightest.context.KeepAll("none"));
   ASSERT_TRUE(none.ok()) << StatusMessage(none.status());
   absl::StatusOr<Evaluation> all_spilled =
@@ -262,7 +265,8 @@ TEST(PolicyOptions, SwapTunesTheLookaheadForAsManyThresholdsAsAsked) {
   ASSERT_TRUE(all_spilled.ok()) << StatusMessage(all_spilled.status());
   ASSERT_LT(all_spilled->arena_bytes(), none->arena_bytes());
   auto evaluations = [&](int thresholds) {
-    Planning planning(training.graph, (all_spilled->arena_bytes() + none->arena_bytes()) / 2);
+    Planning planning(training.graph, (all_spilled->arena_bytes() + none->arena_bytes()) / 2,
+                      topological);
     SwapPolicy policy({.thresholds_tuned = thresholds});
     absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
     EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
@@ -503,6 +507,20 @@ TEST(RecomputeCheckpoints, SqrtOnAModelRecomputesAllButTheCheckpoints) {
   EXPECT_TRUE(program::VerifyProgram(*built).ok());
 }
 
+TEST(RecomputeCheckpoints, RecomputationsAfterAReorderedBatchNormBackwardFindItsStatistics) {
+  // In the memory-aware backward order DeepLabV3+'s ASPP projection takes its
+  // weight gradient after the branches' batch-norm backward passes have read
+  // their saved statistics for the last time. recompute's plans rebuild the
+  // concat there, and with it each branch's batch norm, which reads the
+  // statistics again: the rewriter keeps them until then (it once reported
+  // 'aspp.branch0.bn.saved_mean' gone).
+  const autodiff::TrainingGraph training = TrainingModel("deeplabv3plus", 64);
+  Planning planning(training.graph, 1);
+  const PlanResult result = RunOrDie("recompute", planning.context);  // every plan it tries
+  EXPECT_FALSE(result.feasible);
+  EXPECT_TRUE(program::VerifyProgram(result.best.program).ok());
+}
+
 TEST(RecomputeCheckpoints, SegmentLimitZeroKeepsEverything) {
   const ir::Graph graph = ParseOrDie(LongChainText(kLongChain));
   Planning planning(graph, 1 * kGiB);
@@ -537,13 +555,21 @@ TEST(RecomputeCheckpoints, SegmentsCloseWhenTheNextTensorWouldExceedTheLimit) {
 // ---------------------------------------------------------------------------
 // Every policy on every built-in model
 
+// At batch 1 and these image sizes parameters, gradients and momentum take
+// almost all of the `none` arena, and the memory-aware backward order brings
+// `none` down to them (its peak moves to the updates): nothing would be left
+// to plan. Those cases plan in autodiff's order; the batch-16 cases have
+// activations to spare and plan in the memory-aware order.
 struct ModelCase {
   std::string name;
   int64_t image = 64;
+  int64_t batch = 1;
+  program::BackwardOrder order = program::BackwardOrder::kTopological;
 };
 
 void PrintTo(const ModelCase& model, std::ostream* os) {
-  *os << model.name << " at " << model.image;
+  *os << model.name << " at " << model.image << ", batch " << model.batch << ", "
+      << program::BackwardOrderName(model.order) << " backward order";
 }
 
 class EveryModel : public ::testing::TestWithParam<ModelCase> {};
@@ -594,17 +620,18 @@ struct Budget {
 
 TEST_P(EveryModel, EveryPolicyPlansVerifiedProgramsWithinTheBudgetOrSaysSo) {
   const autodiff::TrainingGraph training =
-      TrainingModel(GetParam().name, GetParam().image, /*seq_len=*/64);
+      TrainingModel(GetParam().name, GetParam().image, /*seq_len=*/64, GetParam().batch);
   const ir::Graph& graph = training.graph;
+  const PlannerOptions in_order{.backward_order = GetParam().order};
 
   // The `none` arena is the memory the step needs; its time is the ideal.
   // Under a budget of 0 nothing fits, so every layout strategy is tried and
   // the smallest arena is the least `none` can do; with an unbounded budget
   // the first layout that fits is kept.
-  Planning unbounded(graph, INT64_MAX);
+  Planning unbounded(graph, INT64_MAX, in_order);
   const PlanResult none = RunOrDie("none", unbounded.context);
   ASSERT_TRUE(none.feasible);
-  Planning nothing_fits(graph, 0);
+  Planning nothing_fits(graph, 0, in_order);
   const int64_t need = RunOrDie("none", nothing_fits.context).smallest_arena_bytes;
   EXPECT_LE(need, none.best.arena_bytes());
   const double ideal_s = none.best.step_time_s();
@@ -641,7 +668,9 @@ TEST_P(EveryModel, EveryPolicyPlansVerifiedProgramsWithinTheBudgetOrSaysSo) {
     // ideal as a bound) does not need hybrid's refinement to converge; a
     // cap per refinement keeps the deep ResNets quick. The portfolio tests
     // check the converged planner.
-    Planning planning(graph, budget.bytes, {.max_evaluations = 100});
+    PlannerOptions capped = in_order;
+    capped.max_evaluations = 100;
+    Planning planning(graph, budget.bytes, capped);
     std::vector<PlanResult> results;
     for (const std::string& name : PolicyNames()) {
       SCOPED_TRACE(
@@ -730,28 +759,36 @@ TEST_P(EveryModel, EveryPolicyPlansVerifiedProgramsWithinTheBudgetOrSaysSo) {
 // 224): for resnet50, swap returned 283835136 bytes and reported 283838208.
 TEST_P(EveryModel, SmallestArenaIsTheSmallestReached) {
   const autodiff::TrainingGraph training =
-      TrainingModel(GetParam().name, GetParam().image, /*seq_len=*/64);
+      TrainingModel(GetParam().name, GetParam().image, /*seq_len=*/64, GetParam().batch);
   const ir::Graph& graph = training.graph;
-  Planning unbounded(graph, INT64_MAX);
+  Planning unbounded(graph, INT64_MAX, {.backward_order = GetParam().order});
   absl::StatusOr<Evaluation> all_spilled =
       unbounded.context.Evaluate(SwapPolicy::PlanFor(unbounded.context, -1, 0));
   ASSERT_TRUE(all_spilled.ok()) << StatusMessage(all_spilled.status());
-  Planning planning(graph, all_spilled->arena_bytes(), {.max_evaluations = 100});
+  Planning planning(graph, all_spilled->arena_bytes(),
+                    {.backward_order = GetParam().order, .max_evaluations = 100});
   for (const std::string& name : PolicyNames()) {
     const PlanResult result = RunOrDie(name, planning.context);
     EXPECT_LE(result.smallest_arena_bytes, result.best.arena_bytes()) << name;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EveryModel,
-                         ::testing::Values(ModelCase{"resnet18", 64}, ModelCase{"resnet34", 32},
-                                           ModelCase{"resnet50", 64}, ModelCase{"resnet101", 32},
-                                           ModelCase{"resnet152", 32}, ModelCase{"vgg16", 224},
-                                           ModelCase{"deeplabv3plus", 64}, ModelCase{"unet", 64},
-                                           ModelCase{"gpt2", 64}),
-                         [](const ::testing::TestParamInfo<ModelCase>& model) {
-                           return model.param.name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, EveryModel,
+    ::testing::Values(ModelCase{"resnet18", 64}, ModelCase{"resnet34", 32},
+                      ModelCase{"resnet50", 64}, ModelCase{"resnet101", 32},
+                      ModelCase{"resnet152", 32}, ModelCase{"vgg16", 224},
+                      ModelCase{"deeplabv3plus", 64}, ModelCase{"unet", 64}, ModelCase{"gpt2", 64},
+                      ModelCase{"resnet50", 64, 16, program::BackwardOrder::kMemoryAware},
+                      ModelCase{"deeplabv3plus", 64, 16, program::BackwardOrder::kMemoryAware}),
+    [](const ::testing::TestParamInfo<ModelCase>& model) {
+      return model.param.batch == 1
+                 ? model.param.name
+                 : fmt::format("{}_batch{}_{}", model.param.name, model.param.batch,
+                               model.param.order == program::BackwardOrder::kMemoryAware
+                                   ? "memory_aware"
+                                   : "topological");
+    });
 
 // ---------------------------------------------------------------------------
 // Pins and infeasible budgets, for every policy

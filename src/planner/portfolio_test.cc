@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -49,12 +50,21 @@ PlanResult Plan(std::string_view policy_name, const ir::Graph& graph,
   return Plan(policy_name, graph, profile, PlannerOptions{.budget_bytes = budget_bytes});
 }
 
+// The tests below that check how hybrid searches (not what it finds) plan
+// small batch-1 models in autodiff's backward order: in the memory-aware one
+// their `none` arena is already down to parameters, gradients and momentum,
+// and nothing is left to search.
+constexpr program::BackwardOrder kAutodiffOrder = program::BackwardOrder::kTopological;
+
 // A budget `fraction` of the way from the smallest arena hybrid reaches to
-// the arena `none` needs.
+// the arena `none` needs (in `order`, else the planner's choice).
 int64_t BudgetBetween(const ir::Graph& graph, const analysis::HardwareProfile& profile,
-                      double fraction) {
-  const int64_t none_arena = Plan("none", graph, profile, INT64_MAX).best.arena_bytes();
-  const int64_t floor = Plan("hybrid", graph, profile, 1).smallest_arena_bytes;
+                      double fraction, std::optional<program::BackwardOrder> order = {}) {
+  const int64_t none_arena =
+      Plan("none", graph, profile, {.budget_bytes = INT64_MAX, .backward_order = order})
+          .best.arena_bytes();
+  const int64_t floor = Plan("hybrid", graph, profile, {.budget_bytes = 1, .backward_order = order})
+                            .smallest_arena_bytes;
   return floor + static_cast<int64_t>(fraction * static_cast<double>(none_arena - floor));
 }
 
@@ -125,13 +135,15 @@ TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
   absl::StatusOr<analysis::HardwareProfile> profile =
       analysis::LoadHardwareProfile("h100-80g-pcie5");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
-  const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
-  const PlanResult fast = Plan("hybrid", training.graph, *profile, budget);
+  const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3, kAutodiffOrder);
+  const PlanResult fast = Plan("hybrid", training.graph, *profile,
+                               {.budget_bytes = budget, .backward_order = kAutodiffOrder});
   ASSERT_TRUE(fast.feasible);
   EXPECT_FALSE(fast.hit_time_limit);
 
   const SlowCostModel slow_model(*profile);
-  PlanningContext context(training.graph, slow_model, *profile, {.budget_bytes = budget});
+  PlanningContext context(training.graph, slow_model, *profile,
+                          {.budget_bytes = budget, .backward_order = kAutodiffOrder});
   HybridPolicy hybrid;
   absl::StatusOr<PlanResult> slow = RunPolicy(hybrid, context);
   ASSERT_TRUE(slow.ok()) << StatusMessage(slow.status());
@@ -149,12 +161,13 @@ TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
   absl::StatusOr<analysis::HardwareProfile> profile =
       analysis::LoadHardwareProfile("v100-16g-pcie3");
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
-  const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
+  const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3, kAutodiffOrder);
   std::vector<PlanResult> results;
   for (const int threads : {1, 2, 5}) {
     SCOPED_TRACE(fmt::format("{} threads", threads));
     results.push_back(
-        Plan("hybrid", training.graph, *profile, {.budget_bytes = budget, .threads = threads}));
+        Plan("hybrid", training.graph, *profile,
+             {.budget_bytes = budget, .backward_order = kAutodiffOrder, .threads = threads}));
   }
   ASSERT_TRUE(results[0].feasible);
   EXPECT_GT(results[0].evaluations, 100) << "too little refinement to exercise the threads";
@@ -177,14 +190,15 @@ TEST(Portfolio, TheBoundsChangeNoDecision) {
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
   int laid_out_with = 0;
   int laid_out_without = 0;
-  for (const int64_t budget : {BudgetBetween(training.graph, *profile, 0.25),
-                               BudgetBetween(training.graph, *profile, 0.5)}) {
+  for (const int64_t budget : {BudgetBetween(training.graph, *profile, 0.25, kAutodiffOrder),
+                               BudgetBetween(training.graph, *profile, 0.5, kAutodiffOrder)}) {
     for (const std::string& name : PolicyNames()) {
       SCOPED_TRACE(fmt::format("{} at {} bytes", name, budget));
       std::vector<PlanResult> results;
       for (const bool use_bounds : {true, false}) {
-        results.push_back(Plan(name, training.graph, *profile,
-                               {.budget_bytes = budget, .use_bounds = use_bounds}));
+        results.push_back(Plan(
+            name, training.graph, *profile,
+            {.budget_bytes = budget, .backward_order = kAutodiffOrder, .use_bounds = use_bounds}));
       }
       EXPECT_EQ(results[0].evaluations, results[1].evaluations);
       EXPECT_EQ(results[1].laid_out, results[1].evaluations);
@@ -226,9 +240,10 @@ TEST(Portfolio, ARefinementAdvancedInSlicesEndsWhereOneRunAtOnceEnds) {
     for (const std::string preset : {"v100-16g-nvlink2", "v100-16g-pcie3"}) {
       absl::StatusOr<analysis::HardwareProfile> profile = analysis::LoadHardwareProfile(preset);
       ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
-      const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3);
+      const int64_t budget = BudgetBetween(training.graph, *profile, 1.0 / 3, kAutodiffOrder);
       SCOPED_TRACE(fmt::format("{} on {} at {} bytes", model, preset, budget));
-      const PlannerOptions one_pass{.budget_bytes = budget, .max_refine_passes = 1};
+      const PlannerOptions one_pass{
+          .budget_bytes = budget, .backward_order = kAutodiffOrder, .max_refine_passes = 1};
       const PlanResult at_once =
           PlanHybrid(training.graph, *profile, one_pass, {.race_first_quota = 0});
       const PlanResult sliced = PlanHybrid(

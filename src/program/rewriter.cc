@@ -14,13 +14,6 @@
 
 namespace spillway::program {
 
-std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph) {
-  std::vector<ir::NodeId> order = graph.TopologicalOrder();
-  SPILLWAY_CHECK(static_cast<int64_t>(order.size()) == graph.num_nodes(),
-                 "a training graph has no cycles");
-  return order;
-}
-
 ScheduleReads ScheduleReads::Of(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule) {
   const size_t num_values = static_cast<size_t>(graph.num_values());
   ScheduleReads reads;
@@ -99,6 +92,7 @@ class Rewriter {
     const size_t num_values = static_cast<size_t>(graph_.num_values());
     const int num_steps = static_cast<int>(program_.schedule.size());
     reads_ = ScheduleReads::Of(graph_, program_.schedule);
+    ExtendKeptLifetimes();
     is_output_.assign(num_values, false);
     for (ir::ValueId output : graph_.outputs()) is_output_[static_cast<size_t>(output)] = true;
 
@@ -118,6 +112,59 @@ class Rewriter {
       const int earliest = std::max(produced, reads_.last_forward_read[v]) + 1;
       const int step = std::clamp(tensor.fetch_step, earliest, reads_.first_backward_read[v]);
       fetches_before_step_[static_cast<size_t>(step)].push_back(value.id);
+    }
+  }
+
+  // What a recomputation of `node` reads, in order; kInvalidValue where it
+  // reads nothing. A batch norm is normalized with its saved statistics, not
+  // the running ones (which the first run has already updated in place).
+  static std::vector<ir::ValueId> RecomputeReads(const ir::Node& node) {
+    std::vector<ir::ValueId> reads = node.inputs;
+    if (RecomputeReadsSavedStatistics(node)) {
+      reads[3] = reads[4] = ir::kInvalidValue;
+      reads.push_back(node.outputs[1]);
+      reads.push_back(node.outputs[2]);
+    }
+    return reads;
+  }
+
+  // A kept value that cannot be rebuilt (a batch norm's saved statistics)
+  // must outlive every recomputation that reads it. A value is rebuilt when a
+  // read finds it gone: a recomputed one at its first backward read (and it
+  // then stays to its last), any recomputable one when a recomputation of a
+  // consumer needs it after it expired. Walking the schedule backwards gives
+  // each value the latest step it may be rebuilt at, and the statistics it
+  // reads are kept until then. In autodiff's backward order that is never
+  // after their own last reader; in a reordered one a weight gradient, and
+  // the recomputations it needs, may run after the batch norm's backward.
+  void ExtendKeptLifetimes() {
+    keep_until_ = reads_.last_read;
+    std::vector<int> rebuilt_until(static_cast<size_t>(graph_.num_values()), -1);
+    for (auto id = program_.schedule.rbegin(); id != program_.schedule.rend(); ++id) {
+      const ir::Node& node = graph_.node(*id);
+      if (node.outputs.empty()) continue;
+      const size_t out = static_cast<size_t>(node.outputs[0]);
+      int latest = rebuilt_until[out];
+      switch (plan_.decision(node.outputs[0])) {
+        case Decision::kRecompute:
+          latest = std::max(latest, reads_.last_read[out]);
+          break;
+        case Decision::kKeep:
+          if (latest <= keep_until_[out]) continue;  // still there
+          break;
+        case Decision::kSpill:
+          continue;  // fetched, not rebuilt
+      }
+      if (latest < 0) continue;
+      for (ir::ValueId input : RecomputeReads(node)) {
+        if (input == ir::kInvalidValue || plan_.decision(input) == Decision::kSpill) continue;
+        const size_t v = static_cast<size_t>(input);
+        if (CanRecompute(graph_, input)) {
+          rebuilt_until[v] = std::max(rebuilt_until[v], latest);
+        } else {
+          keep_until_[v] = std::max(keep_until_[v], latest);
+        }
+      }
     }
   }
 
@@ -239,18 +286,11 @@ class Rewriter {
     const ir::Value& val = graph_.value(value);
     if (!CanRecompute(graph_, value)) {
       return absl::InternalError(fmt::format(
-          "'{}' is needed at step {} but is gone and can be neither fetched nor recomputed",
-          val.name, step));
+          "'{}' is needed at step {} ({}) but is gone and can be neither fetched nor recomputed",
+          val.name, step, graph_.node(program_.schedule[static_cast<size_t>(step)]).name));
     }
     const ir::Node& node = graph_.node(val.producer);
-    std::vector<ir::ValueId> needed = node.inputs;
-    if (RecomputeReadsSavedStatistics(node)) {
-      // Normalized with the saved batch statistics, not the running ones
-      // (which the first run has already updated in place).
-      needed[3] = needed[4] = ir::kInvalidValue;
-      needed.push_back(node.outputs[1]);
-      needed.push_back(node.outputs[2]);
-    }
+    const std::vector<ir::ValueId> needed = RecomputeReads(node);
     for (ir::ValueId input : needed) {
       if (input != ir::kInvalidValue) RETURN_IF_ERROR(Materialize(input, step));
     }
@@ -298,8 +338,8 @@ class Rewriter {
   int ExpiryOfOutput(ir::ValueId value, int step) const {
     const size_t v = static_cast<size_t>(value);
     if (is_output_[v]) return kForever;
-    const int last = plan_.decision(value) == Decision::kKeep ? reads_.last_read[v]
-                                                              : reads_.last_forward_read[v];
+    const int last =
+        plan_.decision(value) == Decision::kKeep ? keep_until_[v] : reads_.last_forward_read[v];
     return std::max(step, last);
   }
 
@@ -403,6 +443,7 @@ class Rewriter {
   const Plan& plan_;
   Program program_;
   ScheduleReads reads_;
+  std::vector<int> keep_until_;  // per value: the last step a kept value is read
   std::vector<bool> is_output_;
   std::vector<Live> live_;
   std::vector<BufferId> host_copy_;

@@ -24,12 +24,9 @@
 #include "program/memory_layout.h"
 #include "program/plan.h"
 #include "program/program.h"
+#include "program/schedule.h"
 
 namespace spillway::program {
-
-// The order the compute stream runs a training graph in: forward, backward,
-// update, as the graph's deterministic topological order gives it.
-std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph);
 
 // When each value is read in a schedule: the analysis the rewriter and the
 // planner both start from.

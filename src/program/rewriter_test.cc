@@ -207,7 +207,10 @@ TEST_P(EveryModel, ExtremePlansVerify) {
   }
   const Program spilled = BuildVerified(graph, spill_all);
   BuildVerified(graph, recompute_all);
-  EXPECT_LT(spilled.arena_bytes, none.arena_bytes);
+  // At these sizes the memory-aware backward order can bring `none`'s peak
+  // down to the update phase (weights, their gradients and momentum), which
+  // no spill lowers; so at most equal, and the spills are real.
+  EXPECT_LE(spilled.arena_bytes, none.arena_bytes);
   EXPECT_GT(spilled.host_bytes, 0);
 }
 

@@ -4,6 +4,10 @@
 // after step, and the arena the runtime measures is the one the planner laid
 // out, within the budget.
 //
+// The reference `none` run keeps the backward pass in autodiff's order; every
+// policy's plans are checked in that order and in the memory-aware one
+// (program/schedule.h), and `none` in the memory-aware order too.
+//
 // Three small models, each at two budgets between its persistent bytes
 // (parameters, gradients' final buffers, optimizer state) and its `none`
 // arena, so that the plans really spill and recompute:
@@ -184,9 +188,13 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
   absl::StatusOr<analysis::HardwareProfile> cpu = analysis::LoadHardwareProfile("cpu");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   const analysis::RooflineCostModel cost_model(*cpu, {});
-  auto plan = [&](std::string_view policy_name, int64_t budget) {
+  // The order is forced: at these sizes the planner's own choice may be
+  // either.
+  auto plan = [&](std::string_view policy_name, int64_t budget,
+                  program::BackwardOrder order = program::BackwardOrder::kMemoryAware) {
     planner::PlannerOptions options;
     options.budget_bytes = budget;
+    options.backward_order = order;
     options.max_evaluations = 200;  // the same plans on every machine
     planner::PlanningContext context(training->graph, cost_model, *cpu, options);
     absl::StatusOr<std::unique_ptr<planner::Policy>> policy = planner::MakePolicy(policy_name);
@@ -194,50 +202,72 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
     return planner::RunPolicy(**policy, context);
   };
 
-  absl::StatusOr<planner::PlanResult> none = plan("none", int64_t{1} << 40);
+  // The reference keeps everything and runs the backward pass as autodiff
+  // emitted it; every other plan below runs the memory-aware order.
+  absl::StatusOr<planner::PlanResult> none =
+      plan("none", int64_t{1} << 40, program::BackwardOrder::kTopological);
   ASSERT_TRUE(none.ok()) << none.status();
   const int64_t none_arena = none->best.arena_bytes();
   absl::StatusOr<RunRecord> expected = Train(*training, none->best.program, none_arena);
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_EQ(expected->arena_high_water, none_arena);
-
-  // The smallest arena any policy reaches bounds how low a budget can go; the
-  // two budgets lie 1/3 and 2/3 of the way from there to the `none` arena.
-  absl::StatusOr<planner::PlanResult> tightest = plan("hybrid", 1);
-  ASSERT_TRUE(tightest.ok()) << tightest.status();
-  const int64_t floor = tightest->smallest_arena_bytes;
-  ASSERT_LT(floor, none_arena) << "nothing can be spilled or recomputed";
-  int64_t spills = 0;
-  int64_t recomputes = 0;
-  for (int64_t budget : {floor + (none_arena - floor) / 3, floor + 2 * (none_arena - floor) / 3}) {
-    int feasible = 0;
-    for (const std::string& policy : planner::PolicyNames()) {
-      if (policy == "none") continue;
-      SCOPED_TRACE(
-          fmt::format("{} at a budget of {} bytes (none: {})", policy, budget, none_arena));
-      absl::StatusOr<planner::PlanResult> result = plan(policy, budget);
-      ASSERT_TRUE(result.ok()) << result.status();
-      if (!result->feasible) continue;  // recompute alone cannot reach every budget
-      ++feasible;
-      absl::StatusOr<RunRecord> actual = Train(*training, result->best.program, budget);
-      ASSERT_TRUE(actual.ok()) << actual.status();
-      EXPECT_EQ(actual->arena_high_water, result->best.arena_bytes());
-      EXPECT_LE(result->best.arena_bytes(), budget);
-      spills += result->best.plan.Count(program::Decision::kSpill);
-      recomputes += result->best.plan.Count(program::Decision::kRecompute);
-      for (int step = 0; step < kSteps; ++step) {
-        EXPECT_EQ(actual->losses[step], expected->losses[step]) << "loss, step " << step;
-        for (const auto& [gradient, bytes] : expected->gradients[step]) {
-          EXPECT_EQ(actual->gradients[step].at(gradient), bytes)
-              << training->graph.value(gradient).name << ", step " << step;
-        }
-      }
-      for (const auto& [value, bytes] : expected->final_state) {
-        EXPECT_EQ(actual->final_state.at(value), bytes) << training->graph.value(value).name;
+  auto expect_the_bits_of_none = [&](const RunRecord& actual) {
+    for (int step = 0; step < kSteps; ++step) {
+      EXPECT_EQ(actual.losses[step], expected->losses[step]) << "loss, step " << step;
+      for (const auto& [gradient, bytes] : expected->gradients[step]) {
+        EXPECT_EQ(actual.gradients[step].at(gradient), bytes)
+            << training->graph.value(gradient).name << ", step " << step;
       }
     }
-    // swap, hybrid-seed and hybrid can always trade host memory for device memory.
-    EXPECT_GE(feasible, 3);
+    for (const auto& [value, bytes] : expected->final_state) {
+      EXPECT_EQ(actual.final_state.at(value), bytes) << training->graph.value(value).name;
+    }
+  };
+
+  // Reordering the backward pass alone changes no bit.
+  absl::StatusOr<planner::PlanResult> reordered = plan("none", int64_t{1} << 40);
+  ASSERT_TRUE(reordered.ok()) << reordered.status();
+  ASSERT_NE(reordered->best.program.schedule, none->best.program.schedule)
+      << "the memory-aware order is the topological one here: the test checks nothing";
+  absl::StatusOr<RunRecord> reordered_run =
+      Train(*training, reordered->best.program, reordered->best.arena_bytes());
+  ASSERT_TRUE(reordered_run.ok()) << reordered_run.status();
+  expect_the_bits_of_none(*reordered_run);
+
+  // In each backward order: the smallest arena any policy reaches bounds how
+  // low a budget can go; the two budgets lie 1/3 and 2/3 of the way from
+  // there to the arena of `none` in that order.
+  int64_t spills = 0;
+  int64_t recomputes = 0;
+  for (const program::BackwardOrder order :
+       {program::BackwardOrder::kTopological, program::BackwardOrder::kMemoryAware}) {
+    absl::StatusOr<planner::PlanResult> tightest = plan("hybrid", 1, order);
+    ASSERT_TRUE(tightest.ok()) << tightest.status();
+    const int64_t floor = tightest->smallest_arena_bytes;
+    const int64_t ceiling =
+        order == program::BackwardOrder::kTopological ? none_arena : reordered->best.arena_bytes();
+    ASSERT_LT(floor, ceiling) << "nothing can be spilled or recomputed";
+    for (int64_t budget : {floor + (ceiling - floor) / 3, floor + 2 * (ceiling - floor) / 3}) {
+      int feasible = 0;
+      for (const std::string& policy : planner::PolicyNames()) {
+        if (policy == "none") continue;
+        SCOPED_TRACE(fmt::format("{} at a budget of {} bytes (none: {}), {} backward order", policy,
+                                 budget, ceiling, program::BackwardOrderName(order)));
+        absl::StatusOr<planner::PlanResult> result = plan(policy, budget, order);
+        ASSERT_TRUE(result.ok()) << result.status();
+        if (!result->feasible) continue;  // recompute alone cannot reach every budget
+        ++feasible;
+        absl::StatusOr<RunRecord> actual = Train(*training, result->best.program, budget);
+        ASSERT_TRUE(actual.ok()) << actual.status();
+        EXPECT_EQ(actual->arena_high_water, result->best.arena_bytes());
+        EXPECT_LE(result->best.arena_bytes(), budget);
+        spills += result->best.plan.Count(program::Decision::kSpill);
+        recomputes += result->best.plan.Count(program::Decision::kRecompute);
+        expect_the_bits_of_none(*actual);
+      }
+      // swap, hybrid-seed and hybrid can always trade host memory for device memory.
+      EXPECT_GE(feasible, 3);
+    }
   }
   // Both mechanisms were exercised, not just a tighter layout.
   EXPECT_GT(spills, 0);

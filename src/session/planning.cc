@@ -206,6 +206,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
       {"evaluations", result.evaluations},
       {"laid_out", result.laid_out},
       {"converged", !result.hit_time_limit},
+      {"backward_order", program::BackwardOrderName(result.backward_order)},
   };
   if (!result.start.empty()) json["start"] = result.start;
   if (!result.tuning.empty()) json["tuning"] = result.tuning;

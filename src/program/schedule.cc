@@ -1,0 +1,207 @@
+#include "program/schedule.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ir/op_registry.h"
+#include "support/check.h"
+
+namespace spillway::program {
+
+std::string_view BackwardOrderName(BackwardOrder order) {
+  switch (order) {
+    case BackwardOrder::kTopological:
+      return "topological";
+    case BackwardOrder::kMemoryAware:
+      return "memory-aware";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr ir::ValueId kNoDonor = -1;
+
+// The list schedule's view of the step's memory as backward nodes run.
+class BackwardWorkingSet {
+ public:
+  BackwardWorkingSet(const ir::Graph& graph, const std::vector<ir::NodeId>& block)
+      : graph_(graph),
+        in_block_(static_cast<size_t>(graph.num_nodes()), false),
+        readers_left_(static_cast<size_t>(graph.num_values()), 0),
+        read_after_(static_cast<size_t>(graph.num_values()), false),
+        resident_(static_cast<size_t>(graph.num_values()), false) {
+    for (ir::NodeId id : block) in_block_[static_cast<size_t>(id)] = true;
+    for (const ir::Node& node : graph.nodes()) {
+      const bool inside = in_block_[static_cast<size_t>(node.id)];
+      ForEachDistinctInput(node, [&](ir::ValueId input) {
+        if (inside) {
+          ++readers_left_[static_cast<size_t>(input)];
+        } else if (node.phase != ir::Phase::kForward) {
+          read_after_[static_cast<size_t>(input)] = true;  // an update reads it
+        }
+      });
+    }
+    for (ir::ValueId output : graph.outputs()) read_after_[static_cast<size_t>(output)] = true;
+  }
+
+  struct Effect {
+    int64_t needs = 0;    // the bytes it adds while it runs: outputs and fetches
+    int64_t growth = 0;   // the bytes it adds once it has run (negative: frees)
+    int64_t fetched = 0;  // saved tensors it is the first to read
+    auto operator<=>(const Effect&) const = default;
+  };
+
+  Effect EffectOf(const ir::Node& node) const {
+    Effect effect;
+    const ir::ValueId donor = Donor(node);
+    ForEachDistinctInput(node, [&](ir::ValueId input) {
+      if (!Counted(input)) return;
+      const size_t v = static_cast<size_t>(input);
+      if (!resident_[v]) effect.fetched += Bytes(input);
+      if (readers_left_[v] == 1 && !read_after_[v] && input != donor) effect.growth -= Bytes(input);
+    });
+    effect.needs = effect.fetched;
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (i == 0 && donor != kNoDonor) continue;
+      effect.needs += Bytes(node.outputs[i]);
+    }
+    effect.growth += effect.needs;
+    return effect;
+  }
+
+  void Run(const ir::Node& node) {
+    ForEachDistinctInput(node, [&](ir::ValueId input) {
+      const size_t v = static_cast<size_t>(input);
+      resident_[v] = readers_left_[v] > 1 || read_after_[v];
+      --readers_left_[v];
+    });
+    for (ir::ValueId output : node.outputs) resident_[static_cast<size_t>(output)] = true;
+  }
+
+ private:
+  template <typename Fn>
+  static void ForEachDistinctInput(const ir::Node& node, Fn&& fn) {
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const ir::ValueId input = node.inputs[k];
+      if (std::find(node.inputs.begin(), node.inputs.begin() + static_cast<ptrdiff_t>(k), input) ==
+          node.inputs.begin() + static_cast<ptrdiff_t>(k)) {
+        fn(input);
+      }
+    }
+  }
+
+  // Only values the step allocates and frees: graph inputs (parameters,
+  // state, the batch) stay for the whole step.
+  bool Counted(ir::ValueId value) const {
+    return graph_.value(value).kind == ir::ValueKind::kIntermediate;
+  }
+
+  int64_t Bytes(ir::ValueId value) const { return graph_.value(value).type.bytes(); }
+
+  // The input whose buffer the node's first output would take, as the
+  // rewriter's donation does: same type, read here for the last time.
+  ir::ValueId Donor(const ir::Node& node) const {
+    if (node.outputs.empty() || !ir::GetOpDef(node.op).may_overwrite_inputs) return kNoDonor;
+    const ir::TensorType& type = graph_.value(node.outputs[0]).type;
+    for (ir::ValueId input : node.inputs) {
+      const size_t v = static_cast<size_t>(input);
+      if (Counted(input) && resident_[v] && readers_left_[v] == 1 && !read_after_[v] &&
+          graph_.value(input).type == type) {
+        return input;
+      }
+    }
+    return kNoDonor;
+  }
+
+  const ir::Graph& graph_;
+  std::vector<bool> in_block_;
+  std::vector<int> readers_left_;  // distinct backward readers not yet run
+  std::vector<bool> read_after_;   // read by an update node or a graph output
+  std::vector<bool> resident_;     // on the device now, in this model
+};
+
+}  // namespace
+
+std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
+                                                 const std::vector<ir::NodeId>& block) {
+  const size_t n = block.size();
+  std::vector<int> position(static_cast<size_t>(graph.num_nodes()), -1);
+  for (size_t i = 0; i < n; ++i) position[static_cast<size_t>(block[i])] = static_cast<int>(i);
+
+  // Dependencies inside the block, data and control, as positions.
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> successors(n);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = graph.node(block[i]);
+    std::vector<int> predecessors;
+    for (ir::ValueId input : node.inputs) {
+      const ir::NodeId producer = graph.value(input).producer;
+      if (producer != ir::kNoNode) predecessors.push_back(position[static_cast<size_t>(producer)]);
+    }
+    for (ir::NodeId control : node.control_inputs) {
+      predecessors.push_back(position[static_cast<size_t>(control)]);
+    }
+    std::sort(predecessors.begin(), predecessors.end());
+    predecessors.erase(std::unique(predecessors.begin(), predecessors.end()), predecessors.end());
+    for (int predecessor : predecessors) {
+      if (predecessor < 0) continue;  // outside the block: already run
+      successors[static_cast<size_t>(predecessor)].push_back(static_cast<int>(i));
+      ++pending[i];
+    }
+  }
+
+  BackwardWorkingSet working_set(graph, block);
+  std::vector<int> ready;  // positions, kept sorted so ties go to the earliest
+  for (size_t i = 0; i < n; ++i) {
+    if (pending[i] == 0) ready.push_back(static_cast<int>(i));
+  }
+  std::vector<ir::NodeId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    // The least growth; among equals, the fewest saved bytes brought back
+    // (they stay until their last reader); then the topological order.
+    size_t best = 0;
+    BackwardWorkingSet::Effect best_effect;
+    for (size_t r = 0; r < ready.size(); ++r) {
+      const BackwardWorkingSet::Effect effect =
+          working_set.EffectOf(graph.node(block[static_cast<size_t>(ready[r])]));
+      if (r == 0 || effect < best_effect) {
+        best = r;
+        best_effect = effect;
+      }
+    }
+    const int chosen = ready[best];
+    ready.erase(ready.begin() + static_cast<ptrdiff_t>(best));
+    working_set.Run(graph.node(block[static_cast<size_t>(chosen)]));
+    order.push_back(block[static_cast<size_t>(chosen)]);
+    for (int successor : successors[static_cast<size_t>(chosen)]) {
+      if (--pending[static_cast<size_t>(successor)] == 0) {
+        ready.insert(std::upper_bound(ready.begin(), ready.end(), successor), successor);
+      }
+    }
+  }
+  SPILLWAY_CHECK(order.size() == n, "the backward block has no cycles");
+  return order;
+}
+
+std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph, BackwardOrder order) {
+  std::vector<ir::NodeId> schedule = graph.TopologicalOrder();
+  SPILLWAY_CHECK(static_cast<int64_t>(schedule.size()) == graph.num_nodes(),
+                 "a training graph has no cycles");
+  if (order == BackwardOrder::kTopological) return schedule;
+
+  auto is_backward = [&](ir::NodeId id) { return graph.node(id).phase == ir::Phase::kBackward; };
+  const auto first = std::find_if(schedule.begin(), schedule.end(), is_backward);
+  const auto last = std::find_if_not(first, schedule.end(), is_backward);
+  if (first == schedule.end() ||
+      std::find_if(last, schedule.end(), is_backward) != schedule.end()) {
+    return schedule;  // no backward pass, or not one block
+  }
+  const std::vector<ir::NodeId> block(first, last);
+  const std::vector<ir::NodeId> reordered = MemoryAwareBackwardOrder(graph, block);
+  std::copy(reordered.begin(), reordered.end(), first);
+  return schedule;
+}
+
+}  // namespace spillway::program

@@ -1,0 +1,59 @@
+// The order the compute stream runs a training graph in: a Program's schedule.
+//
+// Forward and update nodes run in the graph's deterministic topological order
+// (the lowest node id among the ready ones first). The backward pass between
+// them may be reordered within its dependencies to keep the bytes it holds at
+// once small. Reordering changes when memory is used, never what is computed:
+// every node reads the same values, and gradient contributions are summed by
+// nodes of the graph (add, add_n) whose operands do not depend on the order, so
+// every valid order trains bitwise alike.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace spillway::program {
+
+enum class BackwardOrder {
+  // The graph's topological order: the backward pass as autodiff emitted it,
+  // which visits each forward node's gradient in reverse, every contribution
+  // of a branch before the next branch.
+  kTopological,
+  // A greedy list schedule over the backward pass (MemoryAwareBackwardOrder).
+  kMemoryAware,
+};
+
+std::string_view BackwardOrderName(BackwardOrder order);  // "topological", "memory-aware"
+
+// The schedule of a training graph (forward, backward, update); the backward
+// pass in `order`. A graph whose backward nodes do not form one block of the
+// topological order (a hand-written graph file, say) keeps that order.
+std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
+                                         BackwardOrder order = BackwardOrder::kMemoryAware);
+
+// The memory-aware backward order: a list schedule that, among the backward
+// nodes whose inputs are ready, runs next the one that adds the fewest bytes
+// to what the step holds. It counts the step as a plan that keeps nothing it
+// need not: a forward value (a saved tensor) is on the device only from its
+// first backward read to its last, a backward value from its producer to its
+// last reader. A node then adds its outputs (none for an output written over a
+// dying input, as the rewriter donates it), plus the saved tensors it is the
+// first to read, less the values it is the last to read. Ties go to the
+// topological order. Values read after the backward pass (weight gradients,
+// graph outputs) count as never freed; parameters and other graph inputs are
+// always resident and count nothing.
+//
+// It lowers the peak where autodiff's order finishes one branch before
+// starting the next: a residual block's shortcut gradient is computed first
+// and held while the whole main branch runs; here the branch that frees most
+// goes first, and a weight gradient waits until its saved input is on the
+// device anyway.
+//
+// Cost: O(backward nodes x ready nodes x inputs). The ready set stays small in
+// layered networks (a few nodes per layer).
+std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
+                                                 const std::vector<ir::NodeId>& block);
+
+}  // namespace spillway::program
