@@ -310,6 +310,7 @@ struct PlanningKeywords {
   int refine_passes;
   double time_limit;
   int plan_threads;
+  std::string backward_order;
 };
 
 planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
@@ -323,6 +324,15 @@ planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
   options.max_refine_passes = keywords.refine_passes;
   options.time_limit_s = keywords.time_limit;
   options.threads = keywords.plan_threads;
+  if (keywords.backward_order == "memory-aware") {
+    options.backward_order = program::BackwardOrder::kMemoryAware;
+  } else if (keywords.backward_order == "topological") {
+    options.backward_order = program::BackwardOrder::kTopological;
+  } else if (keywords.backward_order != "auto") {
+    throw py::value_error(
+        fmt::format("backward_order must be 'auto', 'memory-aware' or 'topological', not '{}'",
+                    keywords.backward_order));
+  }
   return options;
 }
 
@@ -752,9 +762,10 @@ PYBIND11_MODULE(_spillway, m) {
       [](const std::string& hardware, const std::optional<std::string>& budget,
          const std::string& optimizer, const std::string& math_mode, bool no_link,
          const std::optional<std::string>& costs, int max_evaluations, int refine_passes,
-         double time_limit, int plan_threads) {
-        return PlanningKeywords{hardware, budget,          optimizer,     math_mode,  no_link,
-                                costs,    max_evaluations, refine_passes, time_limit, plan_threads};
+         double time_limit, int plan_threads, const std::string& backward_order) {
+        return PlanningKeywords{hardware,   budget,       optimizer,       math_mode,
+                                no_link,    costs,        max_evaluations, refine_passes,
+                                time_limit, plan_threads, backward_order};
       };
   m.def(
       "plan",
@@ -762,10 +773,12 @@ PYBIND11_MODULE(_spillway, m) {
                           const std::string& hardware, const std::optional<std::string>& budget,
                           const std::string& optimizer, const std::string& math_mode, bool no_link,
                           const std::optional<std::string>& costs, bool bound, int max_evaluations,
-                          int refine_passes, double time_limit, int plan_threads, bool progress) {
+                          int refine_passes, double time_limit, int plan_threads,
+                          const std::string& backward_order, bool progress) {
         return Plan(workload, policy, bound,
                     planning_keywords(hardware, budget, optimizer, math_mode, no_link, costs,
-                                      max_evaluations, refine_passes, time_limit, plan_threads),
+                                      max_evaluations, refine_passes, time_limit, plan_threads,
+                                      backward_order),
                     progress);
       },
       py::arg("workload"), py::kw_only(), py::arg("policy") = "hybrid",
@@ -773,7 +786,7 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("optimizer") = "sgd", py::arg("math_mode") = "fp32", py::arg("no_link") = false,
       py::arg("costs") = py::none(), py::arg("bound") = false, py::arg("max_evaluations") = 0,
       py::arg("refine_passes") = 2, py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0,
-      py::arg("progress") = true,
+      py::arg("backward_order") = "auto", py::arg("progress") = true,
       "Plan one policy under a budget and predict its step: `spillway plan`.");
   m.def(
       "compare",
@@ -782,17 +795,19 @@ PYBIND11_MODULE(_spillway, m) {
                           const std::string& math_mode, bool no_link,
                           const std::optional<std::string>& costs, bool optimal, bool bound,
                           int max_evaluations, int refine_passes, double time_limit,
-                          int plan_threads, bool progress) {
+                          int plan_threads, const std::string& backward_order, bool progress) {
         return Compare(workload, optimal, bound,
                        planning_keywords(hardware, budget, optimizer, math_mode, no_link, costs,
-                                         max_evaluations, refine_passes, time_limit, plan_threads),
+                                         max_evaluations, refine_passes, time_limit, plan_threads,
+                                         backward_order),
                        progress);
       },
       py::arg("workload"), py::kw_only(), py::arg("hardware") = "v100-16g-nvlink2",
       py::arg("budget") = py::none(), py::arg("optimizer") = "sgd", py::arg("math_mode") = "fp32",
       py::arg("no_link") = false, py::arg("costs") = py::none(), py::arg("optimal") = false,
       py::arg("bound") = false, py::arg("max_evaluations") = 0, py::arg("refine_passes") = 2,
-      py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0, py::arg("progress") = true,
+      py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0,
+      py::arg("backward_order") = "auto", py::arg("progress") = true,
       "Every policy on one workload and budget, none first: `spillway compare`.");
   m.def(
       "export",
@@ -811,19 +826,20 @@ PYBIND11_MODULE(_spillway, m) {
       "export`. Returns the tensors and values written and the checkpoint's step.");
   m.def(
       "train",
-      [planning_keywords](const PyWorkload& workload, int64_t steps, const std::string& policy,
-                          const std::string& hardware, const std::optional<std::string>& budget,
-                          const std::string& optimizer, const std::optional<double>& lr,
-                          double momentum, double weight_decay, const py::object& data,
-                          const std::optional<std::string>& save, int64_t save_every,
-                          const std::optional<std::string>& resume, int threads,
-                          const std::optional<std::string>& costs, int max_evaluations,
-                          int refine_passes, double time_limit, int plan_threads, bool progress) {
+      [planning_keywords](
+          const PyWorkload& workload, int64_t steps, const std::string& policy,
+          const std::string& hardware, const std::optional<std::string>& budget,
+          const std::string& optimizer, const std::optional<double>& lr, double momentum,
+          double weight_decay, const py::object& data, const std::optional<std::string>& save,
+          int64_t save_every, const std::optional<std::string>& resume, int threads,
+          const std::optional<std::string>& costs, int max_evaluations, int refine_passes,
+          double time_limit, int plan_threads, const std::string& backward_order, bool progress) {
         const TrainKeywords keywords{steps, policy, optimizer,  lr,     momentum, weight_decay,
                                      data,  save,   save_every, resume, threads,  progress};
-        return Train(workload, keywords,
-                     planning_keywords(hardware, budget, optimizer, "fp32", false, costs,
-                                       max_evaluations, refine_passes, time_limit, plan_threads));
+        return Train(
+            workload, keywords,
+            planning_keywords(hardware, budget, optimizer, "fp32", false, costs, max_evaluations,
+                              refine_passes, time_limit, plan_threads, backward_order));
       },
       py::arg("workload"), py::kw_only(), py::arg("steps") = 20, py::arg("policy") = "hybrid",
       py::arg("hardware") = "cpu", py::arg("budget") = py::none(), py::arg("optimizer") = "sgd",
@@ -831,6 +847,6 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("data") = "synthetic", py::arg("save") = py::none(), py::arg("save_every") = 0,
       py::arg("resume") = py::none(), py::arg("threads") = 2, py::arg("costs") = py::none(),
       py::arg("max_evaluations") = 0, py::arg("refine_passes") = 2, py::arg("time_limit") = 300.0,
-      py::arg("plan_threads") = 0, py::arg("progress") = false,
+      py::arg("plan_threads") = 0, py::arg("backward_order") = "auto", py::arg("progress") = false,
       "Train on the CPU backend under a budget, as the policy plans it: `spillway train`.");
 }

@@ -57,6 +57,20 @@ def test_plan_gives_what_the_cli_gives():
     assert "hybrid" in repr(result)
 
 
+def test_the_backward_order_is_chosen_like_the_cli_chooses_it():
+    for order in ("auto", "memory-aware", "topological"):
+        result = spillway.plan(spillway.Workload(**SMALL), budget=BUDGET, policy="swap",
+                               backward_order=order, progress=False)
+        expected = cli_json("plan", *SMALL_FLAGS, "--budget", BUDGET, "--policy", "swap",
+                            "--backward-order", order)
+        assert result.backward_order == expected["backward_order"], order
+        assert result.arena_bytes == expected["arena_bytes"], order
+        if order != "auto":
+            assert result.backward_order == order
+    with pytest.raises(ValueError, match="backward_order must be"):
+        spillway.plan(spillway.Workload(**SMALL), backward_order="sideways", progress=False)
+
+
 def test_compare_gives_the_cli_rows():
     results = spillway.compare(spillway.Workload(**SMALL), budget=BUDGET, progress=False)
     expected = cli_json("compare", *SMALL_FLAGS, "--budget", BUDGET)

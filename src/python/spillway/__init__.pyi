@@ -1,6 +1,6 @@
 # Type stubs of the spillway package (its extension, spillway._spillway).
 from os import PathLike
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -102,6 +102,7 @@ def plan(
     refine_passes: int = 2,
     time_limit: float = 300.0,
     plan_threads: int = 0,
+    backward_order: Literal["auto", "memory-aware", "topological"] = "auto",
     progress: bool = True,
 ) -> PlanResult: ...
 def compare(
@@ -119,6 +120,7 @@ def compare(
     refine_passes: int = 2,
     time_limit: float = 300.0,
     plan_threads: int = 0,
+    backward_order: Literal["auto", "memory-aware", "topological"] = "auto",
     progress: bool = True,
 ) -> list[PlanResult]: ...
 
@@ -147,5 +149,6 @@ def train(
     refine_passes: int = 2,
     time_limit: float = 300.0,
     plan_threads: int = 0,
+    backward_order: Literal["auto", "memory-aware", "topological"] = "auto",
     progress: bool = False,
 ) -> Training: ...
