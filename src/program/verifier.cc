@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "support/status_macros.h"
 
 namespace spillway::program {
 namespace {
@@ -194,31 +195,43 @@ class Verifier {
 
   // A graph output is read, after the step, from the buffer its producer
   // wrote: nothing may free or overwrite that buffer later in program order.
+  // One pass: each producer's write marks its buffer as holding an output,
+  // and every later write or free is checked against the marks.
   absl::Status CheckOutputsSurvive() const {
+    const ir::Graph& graph = *program_.graph;
+    std::vector<std::vector<ir::ValueId>> outputs_of(static_cast<size_t>(graph.num_nodes()));
+    for (ir::ValueId output : graph.outputs()) {
+      const ir::NodeId producer = graph.value(output).producer;
+      if (producer == ir::kNoNode) continue;  // a graph input: persistent
+      outputs_of[static_cast<size_t>(producer)].push_back(output);
+    }
+    std::vector<ir::ValueId> holds(program_.buffers.size(), ir::kInvalidValue);
     const std::vector<Instruction>& instructions = program_.instructions;
-    for (ir::ValueId output : program_.graph->outputs()) {
-      const ir::Value& value = program_.graph->value(output);
-      if (value.producer == ir::kNoNode) continue;  // a graph input: persistent
-      BufferId holder = kNoBuffer;
-      for (size_t i = 0; i < instructions.size(); ++i) {
-        const Instruction& instruction = instructions[i];
-        if (instruction.kind == InstructionKind::kCompute && instruction.node == value.producer) {
-          holder = instruction.writes[static_cast<size_t>(value.output_index)];
-          if (holder == kNoBuffer) {
-            return Error(
-                fmt::format("graph output '{}' is not written by {}", value.name, Describe(i)));
-          }
-          continue;
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      const Instruction& instruction = instructions[i];
+      auto check = [&](BufferId buffer, bool freed) -> absl::Status {
+        if (buffer == kNoBuffer || holds[static_cast<size_t>(buffer)] == ir::kInvalidValue) {
+          return absl::OkStatus();
         }
-        if (holder == kNoBuffer) continue;
-        const bool overwritten = std::find(instruction.writes.begin(), instruction.writes.end(),
-                                           holder) != instruction.writes.end();
-        const bool freed =
-            instruction.kind == InstructionKind::kFree && instruction.buffer == holder;
-        if (overwritten || freed) {
-          return Error(fmt::format("graph output '{}' does not survive the step: {} {} its buffer",
-                                   value.name, Describe(i), freed ? "frees" : "overwrites"));
+        return Error(fmt::format("graph output '{}' does not survive the step: {} {} its buffer",
+                                 graph.value(holds[static_cast<size_t>(buffer)]).name, Describe(i),
+                                 freed ? "frees" : "overwrites"));
+      };
+      if (instruction.kind == InstructionKind::kFree) {
+        RETURN_IF_ERROR(check(instruction.buffer, true));
+      }
+      // Checked before this instruction's own outputs are marked: its write
+      // is what the mark records.
+      for (BufferId buffer : instruction.writes) RETURN_IF_ERROR(check(buffer, false));
+      if (instruction.kind != InstructionKind::kCompute) continue;
+      for (ir::ValueId output : outputs_of[static_cast<size_t>(instruction.node)]) {
+        const BufferId holder =
+            instruction.writes[static_cast<size_t>(graph.value(output).output_index)];
+        if (holder == kNoBuffer) {
+          return Error(fmt::format("graph output '{}' is not written by {}",
+                                   graph.value(output).name, Describe(i)));
         }
+        holds[static_cast<size_t>(holder)] = output;
       }
     }
     return absl::OkStatus();
