@@ -34,22 +34,26 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
                                          BackwardOrder order = BackwardOrder::kMemoryAware);
 
 // The memory-aware backward order: a list schedule that, among the backward
-// nodes whose inputs are ready, runs next the one that adds the fewest bytes
-// to what the step holds. It counts the step as a plan that keeps nothing it
-// need not: a forward value (a saved tensor) is on the device only from its
-// first backward read to its last, a backward value from its producer to its
-// last reader. A node then adds its outputs (none for an output written over a
-// dying input, as the rewriter donates it), plus the saved tensors it is the
-// first to read, less the values it is the last to read. Ties go to the
-// topological order. Values read after the backward pass (weight gradients,
-// graph outputs) count as never freed; parameters and other graph inputs are
-// always resident and count nothing.
+// nodes whose inputs are ready, runs next the one that needs the fewest new
+// bytes while it runs (its outputs, none for an output written over a dying
+// input as the rewriter donates it, plus the saved tensors it is the first to
+// read); among equals the one that leaves the fewest bytes behind once it has
+// run (less the values it is the last to read); then the one that brings back
+// fewer saved bytes; then the earliest in the topological order. It counts
+// the step as a plan that keeps nothing it need not: a forward value (a saved
+// tensor) is on the device only from its first backward read to its last, a
+// backward value from its producer to its last reader. Values read after the
+// backward pass (weight gradients, graph outputs) count as never freed;
+// parameters and other graph inputs are always resident and count nothing.
 //
 // It lowers the peak where autodiff's order finishes one branch before
-// starting the next: a residual block's shortcut gradient is computed first
-// and held while the whole main branch runs; here the branch that frees most
-// goes first, and a weight gradient waits until its saved input is on the
-// device anyway.
+// starting the next: in a downsampling residual block autodiff computes the
+// shortcut's input gradient first and holds it while the main branch runs;
+// here both branches' input gradients and their sum come first, and the
+// block's input comes back for the weight gradients after them. It is greedy
+// and can also raise a peak (it runs what needs least now, whatever that
+// holds later), which is why the planner checks it before using it
+// (planner::ChooseBackwardOrder).
 //
 // Cost: O(backward nodes x ready nodes x inputs). The ready set stays small in
 // layered networks (a few nodes per layer).
