@@ -123,6 +123,7 @@ ChainSolution SolveChain(std::span<const ChainTensor> chain, int64_t limit_bytes
     std::vector<std::vector<State>> frontier(static_cast<size_t>(n) + 2);
     frontier[0] = {State{}};
     for (int i = 0; i <= n; ++i) {  // i == n: the end of the chain
+      if (options.stop && options.stop()) return best;
       std::vector<State> states;
       for (int from = i - 1; from >= -1; --from) {
         if (between(from, i) > segment) break;  // segments only grow going back

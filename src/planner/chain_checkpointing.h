@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct ChainOptions {
   int segment_candidates = 0;
   // Frontier states kept per position; 0 keeps them all (exact).
   int max_frontier = 0;
+  // Polled once per chain position: true stops the solve, which returns the
+  // best plan among the candidate segment sizes it finished (infeasible if
+  // none). The planner's wall-clock safety net; null: never stops.
+  std::function<bool()> stop = nullptr;
 };
 
 int64_t ChainPeak(std::span<const ChainTensor> chain, const std::vector<bool>& checkpoint);

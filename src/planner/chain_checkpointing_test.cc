@@ -78,5 +78,15 @@ TEST(ChainCheckpointing, TheGridAndFrontierCapStillGiveValidPlans) {
   EXPECT_LT(solved.rebuild_s, 0.4);  // not everything rebuilt: checkpoints were kept
 }
 
+TEST(ChainCheckpointing, AStopReturnsTheBestFinishedCandidate) {
+  const std::vector<ChainTensor> chain(40, ChainTensor{.bytes = 10, .rebuild_s = 1});
+  int polls = 0;
+  const ChainSolution stopped = SolveChain(chain, 120, {.stop = [&polls] { return ++polls > 3; }});
+  EXPECT_FALSE(stopped.feasible);  // stopped inside the first candidate
+  EXPECT_EQ(polls, 4);
+  const ChainSolution solved = SolveChain(chain, 120);
+  EXPECT_TRUE(solved.feasible);
+}
+
 }  // namespace
 }  // namespace spillway::planner

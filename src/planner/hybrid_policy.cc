@@ -99,6 +99,7 @@ class HybridPlanner {
     starts.push_back({"swap-lms", std::move(lms.best)});
     RecomputePolicy recompute;
     ASSIGN_OR_RETURN(PlanResult recomputed, recompute.Run(context_));
+    hit_time_limit_ = hit_time_limit_ || recomputed.hit_time_limit;
     starts.push_back({"recompute", std::move(recomputed.best)});
 
     // Best first (stable: on a tie the earlier, evict first). Every start

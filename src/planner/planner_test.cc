@@ -21,6 +21,7 @@
 #include "fmt/format.h"
 #include "ir/op_registry.h"
 #include "models/models.h"
+#include "planner/chain_checkpointing.h"
 #include "planner/policies.h"
 #include "program/plan.h"
 #include "program/rewriter.h"
@@ -822,6 +823,22 @@ TEST(HybridPolicy, ALimitOnCandidateProgramsMakesThePlanRepeatable) {
     EXPECT_EQ(runs[0].best.plan.decision(value.id), runs[1].best.plan.decision(value.id));
     EXPECT_EQ(runs[0].best.plan.at(value.id).fetch_step, runs[1].best.plan.at(value.id).fetch_step);
   }
+}
+
+TEST(RecomputePolicy, TheTimeLimitStopsItsScan) {
+  // With a limit already past, recompute stops before its segment-limit grid
+  // (whose chain dynamic program is quadratic in a deep graph's length), says
+  // so, and returns the best of what it tried, verified (RunOrDie checks).
+  const autodiff::TrainingGraph training = TrainingModel("resnet50", 1024);
+  Planning unbounded(training.graph, INT64_MAX);
+  const int64_t budget = RunOrDie("none", unbounded.context).best.arena_bytes() * 6 / 10;
+  Planning stopped(training.graph, budget, {.time_limit_s = 1e-9});
+  const PlanResult result = RunOrDie("recompute", stopped.context);
+  EXPECT_TRUE(result.hit_time_limit);
+  Planning free_run(training.graph, budget, {.time_limit_s = 1e9});
+  const PlanResult scanned = RunOrDie("recompute", free_run.context);
+  EXPECT_FALSE(scanned.hit_time_limit);
+  EXPECT_LT(result.evaluations, scanned.evaluations);
 }
 
 TEST(HybridPolicy, TheTimeLimitStopsThePortfolioToo) {

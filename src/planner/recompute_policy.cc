@@ -120,9 +120,10 @@ program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
   for (const autodiff::SavedTensor* tensor : tensors) {
     chain.push_back({tensor->bytes, context.simulator().node_seconds(tensor->producer)});
   }
-  const ChainSolution solution =
-      SolveChain(chain, chain_limit_bytes,
-                 chain.size() > options.exact_chain_length ? options.long_chain : ChainOptions{});
+  ChainOptions chain_options =
+      chain.size() > options.exact_chain_length ? options.long_chain : ChainOptions{};
+  chain_options.stop = [&context] { return context.PastTimeLimit(); };
+  const ChainSolution solution = SolveChain(chain, chain_limit_bytes, chain_options);
   program::Plan plan = context.KeepAll("recompute");
   if (!solution.feasible) return plan;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -174,6 +175,13 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
                                  1.0 / (points - 1));
       double limit = static_cast<double>(smallest_tensor);
       for (int i = 0; i < points; ++i, limit *= ratio) {
+        // Each grid point lays out whole steps, and the chain's dynamic
+        // program grows with the square of a deep graph's length: the
+        // wall-clock safety net stops the scan (and the program) here.
+        if (context.PastTimeLimit()) {
+          result.hit_time_limit = true;
+          break;
+        }
         RETURN_IF_ERROR(consider(SegmentCheckpoints(context, static_cast<int64_t>(limit))));
         RETURN_IF_ERROR(consider(CheapCheckpoints(context, static_cast<int64_t>(limit), 1.0)));
         // The chain's optimum when the chain model's peak (checkpoints and
