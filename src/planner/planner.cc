@@ -53,8 +53,11 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       cost_model_(cost_model),
       hardware_(hardware),
       options_(options),
-      backward_order_(
-          options.backward_order.value_or(ChooseBackwardOrder(graph, options.host_link))),
+      // Not value_or: that would build the two trial Programs even when the
+      // order is given.
+      backward_order_(options.backward_order.has_value()
+                          ? *options.backward_order
+                          : ChooseBackwardOrder(graph, options.host_link)),
       schedule_(program::TrainingSchedule(graph, backward_order_)),
       simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
   reads_ = program::ScheduleReads::Of(graph, schedule_);
