@@ -141,14 +141,9 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
   command
       .add_option_function<std::string>(
           "--backward-order",
+          // "auto" (the only other accepted word) leaves the choice open.
           [&options](const std::string& order) {
-            if (order == "memory-aware") {
-              options.backward_order = program::BackwardOrder::kMemoryAware;
-            } else if (order == "topological") {
-              options.backward_order = program::BackwardOrder::kTopological;
-            } else {
-              options.backward_order.reset();
-            }
+            options.backward_order = program::ParseBackwardOrder(order);
           },
           "Order of the backward pass: memory-aware (reordered within its dependencies to hold "
           "fewer bytes at once), topological (as autodiff emitted it) or auto (memory-aware where "

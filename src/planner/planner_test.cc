@@ -825,6 +825,21 @@ TEST(HybridPolicy, ALimitOnCandidateProgramsMakesThePlanRepeatable) {
   }
 }
 
+TEST(ChooseBackwardOrder, KeepsTheOrderWhoseLeastMemoryIsLower) {
+  // A residual network with activations to spare: the memory-aware order
+  // lowers swap's floor, and the planner's context takes it on its own.
+  const autodiff::TrainingGraph resnet = TrainingModel("resnet50", 64, 64, /*batch=*/16);
+  EXPECT_EQ(ChooseBackwardOrder(resnet.graph, true), program::BackwardOrder::kMemoryAware);
+  Planning chosen(resnet.graph, 1);
+  Planning topological(resnet.graph, 1, {.backward_order = program::BackwardOrder::kTopological});
+  EXPECT_EQ(chosen.context.backward_order(), program::BackwardOrder::kMemoryAware);
+  EXPECT_LT(RunOrDie("swap", chosen.context).smallest_arena_bytes,
+            RunOrDie("swap", topological.context).smallest_arena_bytes);
+  // A chain has one backward order: nothing to choose.
+  const ir::Graph chain = ParseOrDie(LongChainText(6));
+  EXPECT_EQ(ChooseBackwardOrder(chain, true), program::BackwardOrder::kTopological);
+}
+
 TEST(RecomputePolicy, TheTimeLimitStopsItsScan) {
   // With a limit already past, recompute stops before its segment-limit grid
   // (whose chain dynamic program is quadratic in a deep graph's length), says

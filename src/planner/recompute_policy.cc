@@ -189,6 +189,10 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
         if (options_.chain_every <= 0 || i % options_.chain_every != 0) continue;
         const auto chain_limit = static_cast<int64_t>(options_.chain_peak_factor * limit);
         RETURN_IF_ERROR(consider(ChainCheckpoints(context, chain_limit, options_)));
+        if (context.PastTimeLimit()) {  // the solve may have stopped short
+          result.hit_time_limit = true;
+          break;
+        }
       }
     }
   }

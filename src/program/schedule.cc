@@ -18,6 +18,13 @@ std::string_view BackwardOrderName(BackwardOrder order) {
   return "?";
 }
 
+std::optional<BackwardOrder> ParseBackwardOrder(std::string_view name) {
+  for (BackwardOrder order : {BackwardOrder::kTopological, BackwardOrder::kMemoryAware}) {
+    if (name == BackwardOrderName(order)) return order;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr ir::ValueId kNoDonor = -1;
@@ -27,13 +34,13 @@ class BackwardWorkingSet {
  public:
   BackwardWorkingSet(const ir::Graph& graph, const std::vector<ir::NodeId>& block)
       : graph_(graph),
-        in_block_(static_cast<size_t>(graph.num_nodes()), false),
         readers_left_(static_cast<size_t>(graph.num_values()), 0),
         read_after_(static_cast<size_t>(graph.num_values()), false),
         resident_(static_cast<size_t>(graph.num_values()), false) {
-    for (ir::NodeId id : block) in_block_[static_cast<size_t>(id)] = true;
+    std::vector<bool> in_block(static_cast<size_t>(graph.num_nodes()), false);
+    for (ir::NodeId id : block) in_block[static_cast<size_t>(id)] = true;
     for (const ir::Node& node : graph.nodes()) {
-      const bool inside = in_block_[static_cast<size_t>(node.id)];
+      const bool inside = in_block[static_cast<size_t>(node.id)];
       ForEachDistinctInput(node, [&](ir::ValueId input) {
         if (inside) {
           ++readers_left_[static_cast<size_t>(input)];
@@ -115,7 +122,6 @@ class BackwardWorkingSet {
   }
 
   const ir::Graph& graph_;
-  std::vector<bool> in_block_;
   std::vector<int> readers_left_;  // distinct backward readers not yet run
   std::vector<bool> read_after_;   // read by an update node or a graph output
   std::vector<bool> resident_;     // on the device now, in this model

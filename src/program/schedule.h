@@ -9,6 +9,7 @@
 // every valid order trains bitwise alike.
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +27,7 @@ enum class BackwardOrder {
 };
 
 std::string_view BackwardOrderName(BackwardOrder order);  // "topological", "memory-aware"
+std::optional<BackwardOrder> ParseBackwardOrder(std::string_view name);  // nullopt: not one
 
 // The schedule of a training graph (forward, backward, update); the backward
 // pass in `order`. A graph whose backward nodes do not form one block of the

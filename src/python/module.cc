@@ -324,11 +324,8 @@ planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
   options.max_refine_passes = keywords.refine_passes;
   options.time_limit_s = keywords.time_limit;
   options.threads = keywords.plan_threads;
-  if (keywords.backward_order == "memory-aware") {
-    options.backward_order = program::BackwardOrder::kMemoryAware;
-  } else if (keywords.backward_order == "topological") {
-    options.backward_order = program::BackwardOrder::kTopological;
-  } else if (keywords.backward_order != "auto") {
+  options.backward_order = program::ParseBackwardOrder(keywords.backward_order);
+  if (!options.backward_order.has_value() && keywords.backward_order != "auto") {
     throw py::value_error(
         fmt::format("backward_order must be 'auto', 'memory-aware' or 'topological', not '{}'",
                     keywords.backward_order));
