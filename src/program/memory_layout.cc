@@ -21,6 +21,16 @@ int64_t BestFitHeap::RoundUp(int64_t bytes) const {
   return (bytes + alignment_ - 1) / alignment_ * alignment_;
 }
 
+void BestFitHeap::AddGap(int64_t offset, int64_t bytes) {
+  free_gaps_.emplace(offset, bytes);
+  fit_.emplace(bytes, offset);
+}
+
+void BestFitHeap::EraseGap(std::map<int64_t, int64_t>::iterator gap) {
+  fit_.erase({gap->second, gap->first});
+  free_gaps_.erase(gap);
+}
+
 void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   SPILLWAY_CHECK(bytes >= 0, "a buffer cannot have negative size");
   SPILLWAY_CHECK(!live_.contains(buffer), "buffer allocated twice without a free in between");
@@ -30,39 +40,32 @@ void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   // the gap bookkeeping means it can never split a gap or move the top.
   if (bytes == 0) {
     live_[buffer] = Block{0, 0};
-    layout_.offsets[buffer] = 0;
+    placements_.emplace_back(buffer, 0);
     return;
   }
 
   const int64_t rounded = RoundUp(bytes);
-  // Every gap offset is a multiple of the alignment because every block size
-  // is, so the gap's start is a valid offset as is.
-  auto best = free_gaps_.end();
-  for (auto gap = free_gaps_.begin(); gap != free_gaps_.end(); ++gap) {
-    // Strictly smaller: on a tie the earlier (lower) offset stays chosen.
-    if (gap->second >= rounded && (best == free_gaps_.end() || gap->second < best->second)) {
-      best = gap;
-    }
-  }
-
+  // The smallest gap that holds it, the lowest on a tie: `fit_` is ordered by
+  // size, then offset. Every gap offset is a multiple of the alignment
+  // because every block size is, so the gap's start is a valid offset as is.
+  const auto best = fit_.lower_bound({rounded, std::numeric_limits<int64_t>::min()});
   int64_t offset = 0;
-  if (best != free_gaps_.end()) {
-    offset = best->first;
-    const int64_t remainder = best->second - rounded;
-    free_gaps_.erase(best);
-    if (remainder > 0) free_gaps_.emplace(offset + rounded, remainder);
+  if (best != fit_.end()) {
+    offset = best->second;
+    const int64_t remainder = best->first - rounded;
+    EraseGap(free_gaps_.find(offset));
+    if (remainder > 0) AddGap(offset + rounded, remainder);
   } else {
     // Nothing holds it: it goes on top. Free never leaves a gap touching the
     // top (it lowers end_ instead), so starting at end_ is the same as starting
     // at the top gap: the arena grows only by what that gap lacks.
     offset = end_;
     end_ = offset + rounded;
-    layout_.arena_bytes = std::max(layout_.arena_bytes, end_);
+    arena_bytes_ = std::max(arena_bytes_, end_);
   }
 
   live_[buffer] = Block{offset, rounded};
-  // A buffer id that is freed and allocated again keeps its latest placement.
-  layout_.offsets[buffer] = offset;
+  placements_.emplace_back(buffer, offset);
 }
 
 void BestFitHeap::Free(int32_t buffer) {
@@ -80,26 +83,33 @@ void BestFitHeap::Free(int32_t buffer) {
     if (below->first + below->second == block.offset) {
       block.offset = below->first;
       block.bytes += below->second;
-      free_gaps_.erase(below);
+      EraseGap(below);
     }
   }
   if (next != free_gaps_.end() && block.offset + block.bytes == next->first) {
     block.bytes += next->second;
-    free_gaps_.erase(next);
+    EraseGap(next);
   }
 
   // Gaps live strictly below the top; a gap reaching it is just a lower top.
-  // arena_bytes keeps the maximum, since the arena must hold the highest point.
+  // The arena keeps the highest top, since it must hold the highest point.
   if (block.offset + block.bytes == end_) {
     end_ = block.offset;
   } else {
-    free_gaps_.emplace(block.offset, block.bytes);
+    AddGap(block.offset, block.bytes);
   }
 }
 
 HeapLayout BestFitHeap::Finish() {
-  layout_.alignment = alignment_;
-  return layout_;
+  HeapLayout layout;
+  layout.arena_bytes = arena_bytes_;
+  layout.alignment = alignment_;
+  // A buffer id that is freed and allocated again keeps its latest placement,
+  // written last. Ids usually rise in Alloc order, which the hint makes cheap.
+  for (const auto& [buffer, offset] : placements_) {
+    layout.offsets.insert_or_assign(layout.offsets.end(), buffer, offset);
+  }
+  return layout;
 }
 
 namespace {

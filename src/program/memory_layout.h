@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -50,11 +51,16 @@ class BestFitHeap final : public HeapAlgorithm {
   };
   int64_t RoundUp(int64_t bytes) const;
 
+  void AddGap(int64_t offset, int64_t bytes);
+  void EraseGap(std::map<int64_t, int64_t>::iterator gap);
+
   int64_t alignment_;
-  std::map<int64_t, int64_t> free_gaps_;  // offset -> bytes; none reaches `end_`
-  std::map<int32_t, Block> live_;         // buffer -> where it is
-  int64_t end_ = 0;                       // current top of the arena
-  HeapLayout layout_;
+  std::map<int64_t, int64_t> free_gaps_;                 // offset -> bytes; none reaches `end_`
+  std::set<std::pair<int64_t, int64_t>> fit_;            // the same gaps as (bytes, offset)
+  std::unordered_map<int32_t, Block> live_;              // buffer -> where it is
+  int64_t end_ = 0;                                      // current top of the arena
+  int64_t arena_bytes_ = 0;                              // the highest top so far
+  std::vector<std::pair<int32_t, int64_t>> placements_;  // (buffer, offset), in Alloc order
 };
 
 // Global decreasing-size best fit (the idea behind XLA's "global decreasing

@@ -37,7 +37,7 @@ std::string_view InstructionKindName(InstructionKind kind) {
 
 namespace {
 
-std::string BufferList(const Program& program, const std::vector<BufferId>& ids) {
+std::string BufferList(const Program& program, const BufferIds& ids) {
   std::string text;
   for (BufferId id : ids) {
     if (!text.empty()) text += ", ";

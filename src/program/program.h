@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "ir/graph.h"
 
 namespace spillway::program {
@@ -33,6 +34,14 @@ using BufferId = int32_t;
 using EventId = int32_t;
 inline constexpr BufferId kNoBuffer = -1;
 inline constexpr EventId kNoEvent = -1;
+
+// An instruction's buffers and events. Almost every instruction reads,
+// writes and waits for at most four, so they sit inside the instruction
+// (no larger than a std::vector): a planner builds thousands of Programs of
+// thousands of instructions, and a heap allocation per list was most of the
+// cost of building one.
+using BufferIds = absl::InlinedVector<BufferId, 4>;
+using EventIds = absl::InlinedVector<EventId, 4>;
 
 enum class Stream : uint8_t { kCompute, kDeviceToHost, kHostToDevice };
 inline constexpr int kNumStreams = 3;
@@ -73,9 +82,9 @@ struct Instruction {
   // An output may be written over a dead input's buffer (the op's registry
   // entry allows it): a buffer can hold several values, one after another.
   // Copies: the source and the destination.
-  std::vector<BufferId> reads;
-  std::vector<BufferId> writes;
-  std::vector<EventId> waits;
+  BufferIds reads;
+  BufferIds writes;
+  EventIds waits;
   EventId record = kNoEvent;
   int step = -1;  // the schedule step this instruction belongs to, for reports
 };

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 
@@ -194,12 +193,14 @@ class Rewriter {
   }
 
   int EmitAlloc(BufferId buffer, Stream stream, int step) {
-    Instruction alloc;
+    // Made in place (GCC reads moving an instruction whose lists were never
+    // touched as a read of uninitialized memory).
+    Instruction& alloc = program_.instructions.emplace_back();
     alloc.kind = InstructionKind::kAlloc;
     alloc.stream = stream;
     alloc.buffer = buffer;
     alloc.step = step;
-    return Emit(std::move(alloc));
+    return static_cast<int>(program_.instructions.size()) - 1;
   }
 
   void AllocatePersistent() {
@@ -266,7 +267,7 @@ class Rewriter {
 
   // The compute stream reads `buffer`: if it was fetched, wait for the copy
   // once; the stream is in order, so later readers need not wait again.
-  void AddReadWait(BufferId buffer, std::vector<EventId>& waits) {
+  void AddReadWait(BufferId buffer, EventIds& waits) {
     auto it = pending_wait_.find(buffer);
     if (it == pending_wait_.end()) return;
     waits.push_back(it->second);
@@ -319,8 +320,7 @@ class Rewriter {
   // allows it, the input is of the output's type, nothing reads it after this
   // step, and no copy reads it (a spill still in flight would see the new
   // contents). Saves an allocation for every relu, add and gradient sum.
-  BufferId Donation(const ir::Node& node, size_t output, const std::vector<BufferId>& reads,
-                    int step) const {
+  BufferId Donation(const ir::Node& node, size_t output, const BufferIds& reads, int step) const {
     if (output != 0 || !ir::GetOpDef(node.op).may_overwrite_inputs) return kNoBuffer;
     const ir::TensorType& type = graph_.value(node.outputs[0]).type;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
@@ -515,6 +515,7 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
       it->second.end = at;
     }
   };
+  std::vector<BufferId> previous;  // the buffers whose bytes an alloc takes over, once each
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     if (program.instructions[i].kind != InstructionKind::kAlloc) continue;
     const Buffer& buffer = program.buffer(program.instructions[i].buffer);
@@ -523,12 +524,14 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
     const int64_t end = buffer.offset + buffer.bytes;
     split_at(begin);
     split_at(end);
-    std::set<BufferId> previous;
+    previous.clear();
     for (auto it = occupant.lower_bound(begin); it != occupant.end() && it->first < end;) {
-      previous.insert(it->second.buffer);
+      previous.push_back(it->second.buffer);
       it = occupant.erase(it);
     }
-    occupant[begin] = {end, buffer.id};
+    std::sort(previous.begin(), previous.end());
+    previous.erase(std::unique(previous.begin(), previous.end()), previous.end());
+    occupant.emplace_hint(occupant.lower_bound(begin), begin, Segment{end, buffer.id});
     for (BufferId before : previous) {
       const int index = free_index[static_cast<size_t>(before)];
       SPILLWAY_CHECK(index >= 0 && index < static_cast<int>(i),

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -182,13 +183,13 @@ class Runtime::Impl {
   absl::Status RunKernel(size_t index, Step& step);
   absl::Status RunCopy(size_t index, Step& step);
   void Fail(Step& step, absl::Status status);
-  void WaitForEvents(const std::vector<EventId>& events, Stream stream, Step& step);
+  void WaitForEvents(std::span<const EventId> events, Stream stream, Step& step);
   void Record(EventId event, Stream stream, Step& step);
   void ReachFree(size_t index, Step& step);
   void CommitBarrier(Step& step);
   void ReachCommit(Stream stream, Step& step);
   // With step.mutex held.
-  bool Recorded(const std::vector<EventId>& events, const Step& step) const;
+  bool Recorded(std::span<const EventId> events, const Step& step) const;
   absl::Status Allocate(BufferId buffer, Step& step);
   void ApplyFree(size_t index, Step& step);
   void ApplyReadyFrees(Step& step);
@@ -640,7 +641,7 @@ void Runtime::Impl::Fail(Step& step, absl::Status status) {
   step.changed.notify_all();
 }
 
-bool Runtime::Impl::Recorded(const std::vector<EventId>& events, const Step& step) const {
+bool Runtime::Impl::Recorded(std::span<const EventId> events, const Step& step) const {
   return std::all_of(events.begin(), events.end(),
                      [&](EventId event) { return step.recorded[static_cast<size_t>(event)]; });
 }
@@ -648,7 +649,7 @@ bool Runtime::Impl::Recorded(const std::vector<EventId>& events, const Step& ste
 // The host waits only until the events are recorded, that is, enqueued on
 // their streams; the stream then waits for them on the device, so that an
 // asynchronous backend overlaps the streams as the Program says.
-void Runtime::Impl::WaitForEvents(const std::vector<EventId>& events, Stream stream, Step& step) {
+void Runtime::Impl::WaitForEvents(std::span<const EventId> events, Stream stream, Step& step) {
   if (events.empty()) return;
   {
     std::unique_lock<std::mutex> lock(step.mutex);

@@ -141,9 +141,9 @@ struct HandProgram {
     instruction.stream = stream;
     instruction.node = node;
     instruction.buffer = buffer;
-    instruction.reads = std::move(reads);
-    instruction.writes = std::move(writes);
-    instruction.waits = std::move(waits);
+    instruction.reads.assign(reads.begin(), reads.end());
+    instruction.writes.assign(writes.begin(), writes.end());
+    instruction.waits.assign(waits.begin(), waits.end());
     instruction.record = record;
     program.instructions.push_back(std::move(instruction));
     return program.instructions.size() - 1;
