@@ -166,6 +166,9 @@ struct RecomputeOptions {
   // Plans that rebuild only cheap tensors (CheapCheckpoints with no segments)
   // are tried for this many shares of them: 1/n, 2/n, ..., all.
   int cheap_shares = 16;
+  // Plans that rebuild whole blocks between forward cuts (BlockCheckpoints)
+  // are tried for this many shares of the blocks: 1/n, 2/n, ..., all.
+  int block_shares = 8;
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
@@ -189,6 +192,19 @@ class RecomputePolicy final : public Policy {
   // limit of 0 keeps them all).
   static program::Plan CheapCheckpoints(const PlanningContext& context, int64_t segment_bytes,
                                         double cheap_share);
+  // SegmentCheckpoints' greedy with checkpoints only where one tensor cuts the
+  // forward pass (nothing else made before it is read after it: a residual
+  // block's output, not a tensor inside the block, whose shortcut would make
+  // rebuilding the block's end rebuild everything back to the previous cut).
+  // Every other recomputable tensor is rebuilt.
+  static program::Plan CutCheckpoints(const PlanningContext& context, int64_t segment_bytes);
+  // Between the two: the forward pass read as blocks, each ending at a cut
+  // tensor (which stays). The `block_share` of the blocks with the most
+  // bytes per second of rebuild have every tensor rebuilt from the cut
+  // before them; the others rebuild only their cheap tensors, from what
+  // they keep. The share moves the plan from CheapCheckpoints' memory and
+  // time to CutCheckpoints'.
+  static program::Plan BlockCheckpoints(const PlanningContext& context, double block_share);
   // The checkpoints that SolveChain (chain_checkpointing.h) finds optimal for
   // the saved tensors read as a chain, under `chain_limit_bytes` of the chain
   // model's peak.

@@ -53,6 +53,60 @@ program::Plan RecomputePolicy::SegmentCheckpoints(const PlanningContext& context
 
 namespace {
 
+// Per value: whether it cuts the forward pass. A forward value made at step s
+// cuts it when it is the only activation made at or before s that a forward
+// step after s still reads: everything downstream is then rebuilt from it
+// alone. Graph inputs (parameters, the batch) are always there and do not
+// count; values nothing reads in the forward pass (saved statistics, the
+// loss) cross no step.
+std::vector<bool> ForwardCuts(const PlanningContext& context) {
+  const ir::Graph& graph = context.graph();
+  const size_t steps = context.schedule().size();
+  std::vector<int> crossing(steps + 1, 0);  // difference array over step boundaries
+  for (const ir::Value& value : graph.values()) {
+    if (value.producer == ir::kNoNode) continue;
+    if (graph.node(value.producer).phase != ir::Phase::kForward) continue;
+    const int made = context.step_of(value.producer);
+    const int last = context.last_forward_read(value.id);
+    if (last <= made) continue;
+    // Live across the boundaries after steps made, ..., last - 1.
+    ++crossing[static_cast<size_t>(made)];
+    --crossing[static_cast<size_t>(last)];
+  }
+  for (size_t step = 1; step < crossing.size(); ++step) crossing[step] += crossing[step - 1];
+  std::vector<bool> cut(static_cast<size_t>(graph.num_values()), false);
+  for (const ir::Value& value : graph.values()) {
+    if (value.producer == ir::kNoNode) continue;
+    if (graph.node(value.producer).phase != ir::Phase::kForward) continue;
+    const int made = context.step_of(value.producer);
+    cut[static_cast<size_t>(value.id)] =
+        context.last_forward_read(value.id) > made && crossing[static_cast<size_t>(made)] == 1;
+  }
+  return cut;
+}
+
+}  // namespace
+
+program::Plan RecomputePolicy::CutCheckpoints(const PlanningContext& context,
+                                              int64_t segment_bytes) {
+  const std::vector<bool> cut = ForwardCuts(context);
+  program::Plan plan = context.KeepAll("recompute");
+  int64_t running = 0;
+  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+    const bool checkpoint =
+        cut[static_cast<size_t>(tensor->value)] && running + tensor->bytes > segment_bytes;
+    if (checkpoint) {
+      running = 0;
+    } else {
+      running += tensor->bytes;
+      plan.Recompute(tensor->value);
+    }
+  }
+  return plan;
+}
+
+namespace {
+
 // A tensor made by a memory-bound op (batch norm, activation, add, pooling,
 // layer norm, ...): rebuilding it costs a pass over memory, not a
 // convolution or matrix product.
@@ -108,6 +162,47 @@ program::Plan RecomputePolicy::CheapCheckpoints(const PlanningContext& context,
   return plan;
 }
 
+program::Plan RecomputePolicy::BlockCheckpoints(const PlanningContext& context,
+                                                double block_share) {
+  // Blocks in forward order: a block's tensors are those after the previous
+  // cut, up to and including its own cut.
+  const std::vector<bool> cut = ForwardCuts(context);
+  struct Block {
+    std::vector<const autodiff::SavedTensor*> tensors;
+    int64_t bytes = 0;     // what rebuilding the whole block frees
+    double seconds = 0.0;  // what it costs: its producers run again
+  };
+  std::vector<Block> blocks(1);
+  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+    if (cut[static_cast<size_t>(tensor->value)]) {
+      blocks.emplace_back();
+      continue;  // the checkpoint: kept
+    }
+    Block& block = blocks.back();
+    block.tensors.push_back(tensor);
+    block.bytes += tensor->bytes;
+    block.seconds += context.simulator().node_seconds(tensor->producer);
+  }
+  std::vector<size_t> order(blocks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return static_cast<double>(blocks[a].bytes) * blocks[b].seconds >
+           static_cast<double>(blocks[b].bytes) * blocks[a].seconds;
+  });
+  const auto whole =
+      static_cast<size_t>(std::llround(block_share * static_cast<double>(blocks.size())));
+  std::vector<bool> rebuilt(blocks.size(), false);
+  for (size_t i = 0; i < std::min(whole, order.size()); ++i) rebuilt[order[i]] = true;
+
+  program::Plan plan = context.KeepAll("recompute");
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    for (const autodiff::SavedTensor* tensor : blocks[b].tensors) {
+      if (rebuilt[b] || CheapToRebuild(context, *tensor)) plan.Recompute(tensor->value);
+    }
+  }
+  return plan;
+}
+
 program::Plan RecomputePolicy::ChainCheckpoints(const PlanningContext& context,
                                                 int64_t chain_limit_bytes, const Options& options) {
   // The recomputable saved tensors in forward order, read as a chain: each
@@ -158,6 +253,12 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
       RETURN_IF_ERROR(
           consider(CheapCheckpoints(context, 0, static_cast<double>(k) / options_.cheap_shares)));
     }
+    // Whole blocks between forward cuts, a growing share of them: from
+    // there down to the least memory recomputation reaches.
+    for (int k = 1; k <= options_.block_shares; ++k) {
+      RETURN_IF_ERROR(
+          consider(BlockCheckpoints(context, static_cast<double>(k) / options_.block_shares)));
+    }
     // Segment limits on a geometric grid from the smallest tensor's size to
     // all of them: memory is U-shaped in the limit (many checkpoints at one
     // end, one huge segment at the other), so it is scanned, not bisected.
@@ -184,6 +285,7 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
         }
         RETURN_IF_ERROR(consider(SegmentCheckpoints(context, static_cast<int64_t>(limit))));
         RETURN_IF_ERROR(consider(CheapCheckpoints(context, static_cast<int64_t>(limit), 1.0)));
+        RETURN_IF_ERROR(consider(CutCheckpoints(context, static_cast<int64_t>(limit))));
         // The chain's optimum when the chain model's peak (checkpoints and
         // the largest segment) may be a multiple of that limit.
         if (options_.chain_every <= 0 || i % options_.chain_every != 0) continue;
