@@ -19,6 +19,25 @@ std::vector<const autodiff::SavedTensor*> Recomputable(const PlanningContext& co
   return tensors;
 }
 
+// Chen et al.'s greedy over the recomputable tensors in forward order: a
+// tensor that may be a checkpoint and would take the running segment past
+// the limit becomes one and starts the next segment; the others are rebuilt.
+template <typename MayCheckpoint>
+program::Plan GreedySegments(const PlanningContext& context, int64_t segment_bytes,
+                             MayCheckpoint may_checkpoint) {
+  program::Plan plan = context.KeepAll("recompute");
+  int64_t running = 0;
+  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
+    if (may_checkpoint(*tensor) && running + tensor->bytes > segment_bytes) {
+      running = 0;
+    } else {
+      running += tensor->bytes;
+      plan.Recompute(tensor->value);
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 program::Plan RecomputePolicy::SqrtCheckpoints(const PlanningContext& context) {
@@ -36,19 +55,8 @@ program::Plan RecomputePolicy::SqrtCheckpoints(const PlanningContext& context) {
 
 program::Plan RecomputePolicy::SegmentCheckpoints(const PlanningContext& context,
                                                   int64_t segment_bytes) {
-  // Chen et al.'s greedy: a tensor that would take the running segment past
-  // the limit becomes a checkpoint and starts the next segment.
-  program::Plan plan = context.KeepAll("recompute");
-  int64_t running = 0;
-  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
-    if (running + tensor->bytes > segment_bytes) {
-      running = 0;
-    } else {
-      running += tensor->bytes;
-      plan.Recompute(tensor->value);
-    }
-  }
-  return plan;
+  // Any tensor may be a checkpoint.
+  return GreedySegments(context, segment_bytes, [](const autodiff::SavedTensor&) { return true; });
 }
 
 namespace {
@@ -90,19 +98,9 @@ std::vector<bool> ForwardCuts(const PlanningContext& context) {
 program::Plan RecomputePolicy::CutCheckpoints(const PlanningContext& context,
                                               int64_t segment_bytes) {
   const std::vector<bool> cut = ForwardCuts(context);
-  program::Plan plan = context.KeepAll("recompute");
-  int64_t running = 0;
-  for (const autodiff::SavedTensor* tensor : Recomputable(context)) {
-    const bool checkpoint =
-        cut[static_cast<size_t>(tensor->value)] && running + tensor->bytes > segment_bytes;
-    if (checkpoint) {
-      running = 0;
-    } else {
-      running += tensor->bytes;
-      plan.Recompute(tensor->value);
-    }
-  }
-  return plan;
+  return GreedySegments(context, segment_bytes, [&](const autodiff::SavedTensor& tensor) {
+    return cut[static_cast<size_t>(tensor.value)];
+  });
 }
 
 namespace {
