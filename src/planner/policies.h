@@ -172,9 +172,11 @@ struct RecomputeOptions {
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
-// tensor, or wherever the running segment would exceed a byte limit — and the
-// chain-optimal checkpoints of chain_checkpointing.h; the byte limit is
-// scanned by simulation for the fastest plan that fits.
+// tensor, or wherever the running segment would exceed a byte limit — the
+// chain-optimal checkpoints of chain_checkpointing.h, cheap tensors rebuilt
+// first, and checkpoints only at forward cuts (whole blocks or segments of
+// them); the byte limit is scanned by simulation for the fastest plan that
+// fits.
 class RecomputePolicy final : public Policy {
  public:
   using Options = RecomputeOptions;

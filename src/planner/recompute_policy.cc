@@ -162,8 +162,8 @@ program::Plan RecomputePolicy::CheapCheckpoints(const PlanningContext& context,
 
 program::Plan RecomputePolicy::BlockCheckpoints(const PlanningContext& context,
                                                 double block_share) {
-  // Blocks in forward order: a block's tensors are those after the previous
-  // cut, up to and including its own cut.
+  // Blocks in forward order: the recomputable tensors between two cuts (the
+  // first block starts at the graph's inputs). The cuts themselves stay.
   const std::vector<bool> cut = ForwardCuts(context);
   struct Block {
     std::vector<const autodiff::SavedTensor*> tensors;
