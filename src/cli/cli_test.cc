@@ -198,6 +198,19 @@ TEST(Cli, CompareJsonHasOneObjectPerPolicyWithTheDocumentedKeys) {
   EXPECT_TRUE(list[3].contains("tuning"));
 }
 
+// Every policy of a comparison plans in one backward order, which the
+// table's first line names (and --backward-order sets).
+TEST(Cli, CompareNamesTheBackwardOrderItsPoliciesPlanIn) {
+  for (const char* order : {"topological", "memory-aware"}) {
+    const CommandResult run =
+        Spillway(std::string("compare --model resnet18 --image 512 --budget 200MiB "
+                             "--backward-order ") +
+                 order);
+    ASSERT_EQ(run.exit_code, 0) << run.out;
+    EXPECT_THAT(run.out, HasSubstr(std::string(", ") + order + " backward order\n")) << run.out;
+  }
+}
+
 TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {
   const CommandResult run =
       Spillway("plan --model resnet18 --image 512 --budget 64MiB --policy swap");

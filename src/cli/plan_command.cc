@@ -375,7 +375,9 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     if (proven.has_value() && std::isfinite(proven->step_s)) bound_s = proven->step_s;
     const planner::PlanResult& none = comparison.none();
     const planner::PlanResult* swap = comparison.Find("swap");
-    fmt::print(out, "{}\n", session->Describe());
+    // Every policy plans in the session's backward order.
+    fmt::print(out, "{}, {} backward order\n", session->Describe(),
+               program::BackwardOrderName(session->context().backward_order()));
     fmt::print(out, "{:<15} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}{}\n",
                "policy", "arena", "step (s)", "overhead", "vs swap", "stall (s)", "to host", "back",
                "recompute", "plan (s)",
