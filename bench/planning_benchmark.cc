@@ -56,6 +56,7 @@ void PlanHybrid(benchmark::State& state, const Workload& workload) {
 // The stages PlanningContext::Examine runs for every candidate, one at a time,
 // on the Program of the plan `swap` makes for ResNet-152 at 7500x7500.
 struct Candidate {
+  analysis::HardwareProfile profile;
   ir::Graph graph;
   std::vector<ir::NodeId> schedule;
   program::Plan plan;
@@ -81,9 +82,9 @@ const Candidate& SwapCandidate() {
     absl::StatusOr<std::unique_ptr<planner::Policy>> policy = planner::MakePolicy("swap");
     absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(**policy, context);
     SPILLWAY_CHECK(result.ok(), "swap plans the benchmark's workload");
-    auto* made = new Candidate{training->graph, context.schedule(), result->best.plan,
-                               result->best.program, planner_options.budget_bytes};
-    // The Program points at its graph: rewrite it again against the copy.
+    auto* made = new Candidate{*profile,          training->graph,    context.schedule(),
+                               result->best.plan, program::Program{}, planner_options.budget_bytes};
+    // The Program points at its graph: rewrite the plan against the copy.
     absl::StatusOr<program::Program> program =
         program::Rewrite(made->graph, made->schedule, made->plan);
     SPILLWAY_CHECK(program.ok(), "the swap plan rewrites");
@@ -134,12 +135,10 @@ BENCHMARK(ApplyLayout)->Unit(benchmark::kMillisecond);
 
 void Simulate(benchmark::State& state) {
   const Candidate& candidate = SwapCandidate();
-  absl::StatusOr<analysis::HardwareProfile> profile =
-      analysis::LoadHardwareProfile("v100-16g-nvlink2");
-  SPILLWAY_CHECK(profile.ok(), "the benchmark's profile is a preset");
-  const analysis::RooflineCostModel cost_model(*profile);
-  const sim::Simulator simulator(candidate.graph, cost_model,
-                                 sim::SimulatorOptions{.copy_engines = profile->copy_engines});
+  const analysis::RooflineCostModel cost_model(candidate.profile);
+  const sim::Simulator simulator(
+      candidate.graph, cost_model,
+      sim::SimulatorOptions{.copy_engines = candidate.profile.copy_engines});
   program::Program program = candidate.program;
   program::LayOutArena(program, candidate.budget_bytes);
   for (auto _ : state) {

@@ -47,7 +47,7 @@ class Rewriter {
     program_.graph = &graph;
     program_.schedule = std::move(schedule);
     // About one buffer per value and three instructions per step (an alloc,
-    // the compute, a free); reserved so that building never moves them.
+    // the compute, a free): reserved so that building seldom moves them.
     program_.buffers.reserve(static_cast<size_t>(graph.num_values()));
     program_.instructions.reserve(3 * program_.schedule.size());
   }
