@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <queue>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -95,6 +97,82 @@ absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
   return *std::move(outcome.evaluation);
 }
 
+std::vector<int> ReleasesAfterCopies(const program::Program& program,
+                                     const sim::SimulationResult& unplaced, int64_t cap_bytes) {
+  using program::BufferId;
+  using program::Instruction;
+  using program::InstructionKind;
+  const std::vector<Instruction>& instructions = program.instructions;
+  std::vector<int> release(program.buffers.size(), -1);
+  std::vector<double> copy_end_of_event(static_cast<size_t>(program.num_events), -1);
+  std::vector<size_t> compute;  // compute-stream instructions, in order: their starts rise
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& instruction = instructions[i];
+    if (instruction.kind == InstructionKind::kCopyToHost && instruction.record >= 0) {
+      copy_end_of_event[static_cast<size_t>(instruction.record)] = unplaced.timings[i].end_s;
+    }
+    if (instruction.stream == program::Stream::kCompute) compute.push_back(i);
+  }
+  // A Free that waits for a copy out: its bytes are released before the first
+  // compute instruction after it that starts once the copy has ended.
+  std::vector<double> copied_s(program.buffers.size(), -1);
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& instruction = instructions[i];
+    if (instruction.kind != InstructionKind::kFree) continue;
+    double end_s = -1;
+    for (const program::EventId event : instruction.waits) {
+      end_s = std::max(end_s, copy_end_of_event[static_cast<size_t>(event)]);
+    }
+    if (end_s < 0) continue;
+    const auto next = std::upper_bound(compute.begin(), compute.end(), i);
+    const auto after = std::partition_point(
+        next, compute.end(), [&](size_t c) { return unplaced.timings[c].start_s < end_s; });
+    if (after == next) continue;  // the next compute instruction starts after the copy anyway
+    const auto buffer = static_cast<size_t>(instruction.buffer);
+    copied_s[buffer] = end_s;
+    release[buffer] = static_cast<int>(after == compute.end() ? instructions.size() : *after);
+  }
+  // Walk program order with the releases put off, and where an alloc would
+  // take the bytes allocated past the cap, release first the tensors whose
+  // copies end first.
+  std::set<std::pair<double, BufferId>> held;  // put off and not yet released, by copy end
+  std::priority_queue<std::pair<int, BufferId>, std::vector<std::pair<int, BufferId>>,
+                      std::greater<>>
+      due;  // the same, by the instruction they are released before
+  int64_t live = 0;
+  auto release_now = [&](BufferId buffer) {
+    held.erase({copied_s[static_cast<size_t>(buffer)], buffer});
+    live -= program.buffer(buffer).bytes;
+  };
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    while (!due.empty() && due.top().first <= static_cast<int>(i)) {
+      const auto [at, buffer] = due.top();
+      due.pop();
+      // Skipped if an earlier alloc released it already.
+      if (release[static_cast<size_t>(buffer)] == at) release_now(buffer);
+    }
+    const Instruction& instruction = instructions[i];
+    const auto buffer = static_cast<size_t>(instruction.buffer);
+    if (instruction.kind == InstructionKind::kAlloc) {
+      const int64_t bytes = program.buffer(instruction.buffer).bytes;
+      while (live + bytes > cap_bytes && !held.empty()) {
+        const BufferId first = held.begin()->second;
+        release_now(first);
+        release[static_cast<size_t>(first)] = static_cast<int>(i);
+      }
+      live += bytes;
+    } else if (instruction.kind == InstructionKind::kFree) {
+      if (release[buffer] < 0) {
+        live -= program.buffer(instruction.buffer).bytes;
+      } else {
+        held.insert({copied_s[buffer], instruction.buffer});
+        due.emplace(release[buffer], instruction.buffer);
+      }
+    }
+  }
+  return release;
+}
+
 PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s,
                                                   bool bounded) const {
   Outcome outcome;
@@ -116,12 +194,14 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   }
   if (bounded) {
     if (program::LiveBytesPeak(*program) > options_.budget_bytes) return outcome;
-    if (must_beat_s < std::numeric_limits<double>::infinity() &&
-        simulator_.StepSeconds(*program) >= must_beat_s) {
-      return outcome;
-    }
   }
-  program::LayOutArena(*program, options_.budget_bytes);
+  // The step before layout: no arena reuse waits yet, so no layout makes it
+  // shorter.
+  const sim::SimulationResult unplaced = simulator_.Run(*program);
+  if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
+  const std::vector<int> releases = ReleasesAfterCopies(
+      *program, unplaced, std::min(options_.budget_bytes, program::LiveBytesPeak(*program)));
+  program::LayOutArena(*program, options_.budget_bytes, releases);
   Evaluation evaluation{std::move(plan), *std::move(program), {}};
   evaluation.simulation = simulator_.Run(evaluation.program);
   outcome.evaluation = std::move(evaluation);

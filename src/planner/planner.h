@@ -74,6 +74,19 @@ struct PlannerOptions {
 // one. Two Programs are built to decide.
 program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link);
 
+// Copy-aware release: when the arena may hand each spilled tensor's bytes to
+// another buffer (program::LayOut's `release_before`). A spilled tensor's
+// Free follows its last forward reader in program order, but its copy out
+// can end long after that, and a buffer given its bytes waits for the copy:
+// the compute stream stalls. So its release is put off to the first compute
+// instruction that starts, on `unplaced` (the Program's timeline before
+// layout, which has no reuse waits), after the copy has ended. Where the
+// bytes put off would take the bytes allocated at once past `cap_bytes`, the
+// tensors whose copies end first are released at that alloc instead. -1: the
+// buffer is released at its Free.
+std::vector<int> ReleasesAfterCopies(const program::Program& program,
+                                     const sim::SimulationResult& unplaced, int64_t cap_bytes);
+
 // A Plan with its Program and the simulator's verdict on it.
 struct Evaluation {
   program::Plan plan;

@@ -322,14 +322,17 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
   }
 
   // Memory: at the start of each over-budget step's node, what is absent,
-  // spilled or recomputed, must bring the kept bytes within the budget.
+  // spilled or recomputed, must bring the kept bytes within the budget. A
+  // recomputed tensor counts as absent from its last forward reader's step
+  // on: that node may write its output over the tensor, so a plan need not
+  // hold both at the step's start, as the kept bytes do.
   for (int q : relaxation.over_budget_) {
     LinearProgram::Row row{
         .name = fmt::format("memory_{}", q),
         .terms = {},
         .lower = static_cast<double>(kept_bytes[static_cast<size_t>(q)] - budget) / kKiB};
     for (const Tensor& t : tensors) {
-      if (t.recompute < 0 || q <= t.last_forward_step || q >= t.first_backward_step) continue;
+      if (t.recompute < 0 || q < t.last_forward_step || q >= t.first_backward_step) continue;
       row.terms.emplace_back(t.recompute, static_cast<double>(t.bytes) / kKiB);
     }
     for (const Absent& absent : absent_at[q])

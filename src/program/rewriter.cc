@@ -466,14 +466,36 @@ absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> 
   return Rewriter(graph, std::move(schedule), plan).Run();
 }
 
-HeapLayout LayOut(const Program& program, HeapAlgorithm& heap) {
+HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
+                  std::span<const int> release_before) {
+  // Buffers whose release is put off, in the order of the instruction they
+  // are released before (then of their Free).
+  std::vector<std::pair<int, BufferId>> deferred;
   for (const Instruction& instruction : program.instructions) {
+    if (instruction.kind != InstructionKind::kFree) continue;
+    const auto buffer = static_cast<size_t>(instruction.buffer);
+    if (buffer < release_before.size() && release_before[buffer] >= 0) {
+      deferred.emplace_back(release_before[buffer], instruction.buffer);
+    }
+  }
+  std::stable_sort(deferred.begin(), deferred.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto next = deferred.begin();
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    for (; next != deferred.end() && next->first <= static_cast<int>(i); ++next) {
+      heap.Free(next->second);
+    }
+    const Instruction& instruction = program.instructions[i];
     if (instruction.kind == InstructionKind::kAlloc) {
       heap.Alloc(instruction.buffer, program.buffer(instruction.buffer).bytes);
     } else if (instruction.kind == InstructionKind::kFree) {
-      heap.Free(instruction.buffer);
+      const auto buffer = static_cast<size_t>(instruction.buffer);
+      if (buffer >= release_before.size() || release_before[buffer] < 0) {
+        heap.Free(instruction.buffer);
+      }
     }
   }
+  for (; next != deferred.end(); ++next) heap.Free(next->second);
   return heap.Finish();
 }
 
@@ -558,18 +580,34 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
   return program;
 }
 
-void LayOutArena(Program& program, int64_t enough_bytes) {
-  // Online best fit does well when lifetimes nest; largest-first when a few
-  // huge tensors come and go among many small ones. Both are cheap next to a
-  // simulation: keep the smaller arena.
+namespace {
+
+// Online best fit does well when lifetimes nest; largest-first when a few
+// huge tensors come and go among many small ones. Both are cheap next to a
+// simulation: keep the smaller arena.
+HeapLayout SmallerLayout(const Program& program, int64_t enough_bytes,
+                         std::span<const int> release_before) {
   BestFitHeap best_fit;
-  HeapLayout layout = LayOut(program, best_fit);
+  HeapLayout layout = LayOut(program, best_fit, release_before);
   if (layout.arena_bytes > enough_bytes) {
     DecreasingSizeBestFitHeap decreasing_size;
-    HeapLayout global = LayOut(program, decreasing_size);
+    HeapLayout global = LayOut(program, decreasing_size, release_before);
     if (global.arena_bytes < layout.arena_bytes) layout = std::move(global);
   }
-  ApplyLayout(program, layout);
+  return layout;
+}
+
+}  // namespace
+
+void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before) {
+  if (!release_before.empty()) {
+    HeapLayout later = SmallerLayout(program, enough_bytes, release_before);
+    if (later.arena_bytes <= enough_bytes) {
+      ApplyLayout(program, later);
+      return;
+    }
+  }
+  ApplyLayout(program, SmallerLayout(program, enough_bytes, {}));
 }
 
 int64_t LiveBytesPeak(const Program& program) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <climits>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,11 +49,20 @@ void AssignArena(Program& program, HeapAlgorithm& heap);
 
 // AssignArena in two halves: the layout a heap algorithm gives the Program's
 // allocs and frees, and applying a layout (offsets, arena size, reuse waits).
-HeapLayout LayOut(const Program& program, HeapAlgorithm& heap);
+//
+// `release_before`, when given, has one entry per buffer: an entry k >= 0
+// hands the buffer's bytes back to the heap just before instruction k (which
+// must come after its Free), so that no buffer allocated before k takes them;
+// -1, or no entry, hands them back at the Free itself.
+HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
+                  std::span<const int> release_before = {});
 void ApplyLayout(Program& program, const HeapLayout& layout);
 
-// BuildProgram's second half: lays out a rewritten Program's arena.
-void LayOutArena(Program& program, int64_t enough_bytes = 0);
+// BuildProgram's second half: lays out a rewritten Program's arena. With
+// `release_before`, the arena first tries those later releases and keeps
+// them if that arena is at most `enough_bytes`.
+void LayOutArena(Program& program, int64_t enough_bytes = 0,
+                 std::span<const int> release_before = {});
 
 // The most device bytes allocated at once, in program order: no layout's
 // arena is smaller.
