@@ -23,6 +23,7 @@
 #include "models/models.h"
 #include "planner/chain_checkpointing.h"
 #include "planner/policies.h"
+#include "planner/test_workload.h"
 #include "program/plan.h"
 #include "program/rewriter.h"
 #include "program/test_graphs.h"
@@ -890,6 +891,61 @@ TEST(HybridPolicy, ALimitOnCandidateProgramsMakesThePlanRepeatable) {
     EXPECT_EQ(runs[0].best.plan.decision(value.id), runs[1].best.plan.decision(value.id));
     EXPECT_EQ(runs[0].best.plan.at(value.id).fetch_step, runs[1].best.plan.at(value.id).fetch_step);
   }
+}
+
+TEST(ReleasesAfterCopies, PutsOffASpillsBytesUntilItsCopyOutHasEndedWithinTheCap) {
+  // The chain of three relus with a spilled: a's Free follows b, but its copy
+  // out takes longer than b; c is allocated while the copy still runs.
+  testing::TestWorkload workload(program::testing::ChainText("spill"),
+                                 "h200-141g-pcie5", 1 << 20);
+  program::Plan plan = workload.context.KeepAll("test");
+  ASSERT_TRUE(program::ApplyPins(workload.graph, plan).ok());
+  absl::StatusOr<program::Program> program =
+      program::Rewrite(workload.graph, workload.context.schedule(), plan);
+  ASSERT_TRUE(program.ok()) << StatusMessage(program.status());
+  const sim::SimulationResult unplaced = workload.context.simulator().Run(*program);
+  size_t copy = 0;
+  size_t free = 0;
+  for (size_t i = 0; i < program->instructions.size(); ++i) {
+    const program::Instruction& instruction = program->instructions[i];
+    if (instruction.kind == program::InstructionKind::kCopyToHost) copy = i;
+    if (instruction.kind == program::InstructionKind::kFree && copy > 0 && free == 0) free = i;
+  }
+  ASSERT_GT(copy, 0u);
+  const program::BufferId a = program->instructions[copy].reads[0];
+  ASSERT_EQ(program->instructions[free].buffer, a);
+  const double copied_s = unplaced.timings[copy].end_s;
+  ASSERT_GT(copied_s, unplaced.timings[program::testing::ComputeOf(*program, "c")].start_s)
+      << "the test needs a copy out that outlasts b";
+
+  // Room for everything: released before the first compute instruction that
+  // starts after the copy has ended, and not before.
+  const std::vector<int> roomy = ReleasesAfterCopies(*program, unplaced, 1 << 20);
+  const int at = roomy[static_cast<size_t>(a)];
+  ASSERT_GT(at, static_cast<int>(free));
+  ASSERT_LT(at, static_cast<int>(program->instructions.size()));
+  EXPECT_EQ(program->instructions[static_cast<size_t>(at)].stream, program::Stream::kCompute);
+  EXPECT_GE(unplaced.timings[static_cast<size_t>(at)].start_s, copied_s);
+  for (int i = static_cast<int>(free) + 1; i < at; ++i) {
+    const program::Instruction& instruction = program->instructions[static_cast<size_t>(i)];
+    if (instruction.stream == program::Stream::kCompute) {
+      EXPECT_LT(unplaced.timings[static_cast<size_t>(i)].start_s, copied_s) << i;
+    }
+  }
+  // Nothing else waits for a copy out.
+  for (size_t buffer = 0; buffer < roomy.size(); ++buffer) {
+    if (static_cast<program::BufferId>(buffer) != a) {
+      EXPECT_EQ(roomy[buffer], -1) << buffer;
+    }
+  }
+  // A cap of the bytes live at once when a is released at its Free: the
+  // first alloc that would pass it (c's) releases a.
+  const std::vector<int> capped =
+      ReleasesAfterCopies(*program, unplaced, program::LiveBytesPeak(*program));
+  const program::Instruction& release =
+      program->instructions[static_cast<size_t>(capped[static_cast<size_t>(a)])];
+  EXPECT_EQ(release.kind, program::InstructionKind::kAlloc);
+  EXPECT_EQ(program->buffer(release.buffer).name, "c");
 }
 
 TEST(ChooseBackwardOrder, KeepsTheOrderWhoseLeastMemoryIsLower) {

@@ -80,6 +80,34 @@ TEST(Rewriter, SpillingCopiesOutAfterTheProducerAndBackJustInTime) {
   EXPECT_THAT(dw.waits, ::testing::Contains(program.instructions[in[0]].record));
 }
 
+TEST(Rewriter, AReleasePutOffKeepsItsBytesFromTheBuffersAllocatedBeforeIt) {
+  const ir::Graph graph = ParseOrDie(ChainText("spill"));
+  absl::StatusOr<Program> rewritten = Rewrite(graph, TrainingSchedule(graph), PinnedPlan(graph));
+  ASSERT_TRUE(rewritten.ok()) << StatusMessage(rewritten.status());
+  const std::vector<size_t> out = IndicesOf(*rewritten, InstructionKind::kCopyToHost);
+  ASSERT_EQ(out.size(), 1u);
+  const BufferId a = rewritten->instructions[out[0]].reads[0];
+  std::vector<int> release(rewritten->buffers.size(), -1);
+  release[static_cast<size_t>(a)] = static_cast<int>(ComputeOf(*rewritten, "db"));
+
+  // Released at its Free, a's bytes go to c (3 KiB, as above); held until db,
+  // c, allocated before db, needs bytes of its own.
+  Program plain = *rewritten;
+  LayOutArena(plain, 4 * kKiB);
+  Program later = *rewritten;
+  LayOutArena(later, 4 * kKiB, release);
+  EXPECT_EQ(plain.arena_bytes, 3 * kKiB);
+  EXPECT_EQ(later.arena_bytes, 4 * kKiB);
+  for (const Program* program : {&plain, &later}) {
+    absl::Status verified = VerifyProgram(*program);
+    EXPECT_TRUE(verified.ok()) << StatusMessage(verified) << "\n" << ProgramToText(*program);
+  }
+  // Where holding the bytes does not fit, the arena releases at the Free.
+  Program tight = *rewritten;
+  LayOutArena(tight, 3 * kKiB, release);
+  EXPECT_EQ(tight.arena_bytes, 3 * kKiB);
+}
+
 TEST(Rewriter, AFetchStepIssuesTheCopyEarlier) {
   const ir::Graph graph = ParseOrDie(ChainText());
   Plan plan("manual", graph);
