@@ -199,8 +199,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   // shorter.
   const sim::SimulationResult unplaced = simulator_.Run(*program);
   if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
-  const std::vector<int> releases = ReleasesAfterCopies(
-      *program, unplaced, std::min(options_.budget_bytes, program::LiveBytesPeak(*program)));
+  const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, options_.budget_bytes);
   program::LayOutArena(*program, options_.budget_bytes, releases);
   Evaluation evaluation{std::move(plan), *std::move(program), {}};
   evaluation.simulation = simulator_.Run(evaluation.program);

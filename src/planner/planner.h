@@ -81,9 +81,9 @@ program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_lin
 // the compute stream stalls. So its release is put off to the first compute
 // instruction that starts, on `unplaced` (the Program's timeline before
 // layout, which has no reuse waits), after the copy has ended. Where the
-// bytes put off would take the bytes allocated at once past `cap_bytes`, the
-// tensors whose copies end first are released at that alloc instead. -1: the
-// buffer is released at its Free.
+// bytes put off would take the bytes allocated at once past `cap_bytes` (the
+// planner passes the budget), the tensors whose copies end first are
+// released at that alloc instead. -1: the buffer is released at its Free.
 std::vector<int> ReleasesAfterCopies(const program::Program& program,
                                      const sim::SimulationResult& unplaced, int64_t cap_bytes);
 
