@@ -170,6 +170,7 @@ std::vector<int> ReleasesAfterCopies(const program::Program& program,
       }
     }
   }
+  if (std::all_of(release.begin(), release.end(), [](int at) { return at < 0; })) return {};
   return release;
 }
 
@@ -197,7 +198,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   }
   // The step before layout: no arena reuse waits yet, so no layout makes it
   // shorter.
-  const sim::SimulationResult unplaced = simulator_.Run(*program);
+  const sim::SimulationResult unplaced = simulator_.Timeline(*program);
   if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
   const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, options_.budget_bytes);
   program::LayOutArena(*program, options_.budget_bytes, releases);

@@ -83,7 +83,8 @@ program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_lin
 // layout, which has no reuse waits), after the copy has ended. Where the
 // bytes put off would take the bytes allocated at once past `cap_bytes` (the
 // planner passes the budget), the tensors whose copies end first are
-// released at that alloc instead. -1: the buffer is released at its Free.
+// released at that alloc instead. -1: the buffer is released at its Free;
+// empty: every buffer is. `unplaced` needs its timings (Simulator::Timeline).
 std::vector<int> ReleasesAfterCopies(const program::Program& program,
                                      const sim::SimulationResult& unplaced, int64_t cap_bytes);
 

@@ -903,7 +903,7 @@ TEST(ReleasesAfterCopies, PutsOffASpillsBytesUntilItsCopyOutHasEndedWithinTheCap
   absl::StatusOr<program::Program> program =
       program::Rewrite(workload.graph, workload.context.schedule(), plan);
   ASSERT_TRUE(program.ok()) << StatusMessage(program.status());
-  const sim::SimulationResult unplaced = workload.context.simulator().Run(*program);
+  const sim::SimulationResult unplaced = workload.context.simulator().Timeline(*program);
   size_t copy = 0;
   size_t free = 0;
   for (size_t i = 0; i < program->instructions.size(); ++i) {

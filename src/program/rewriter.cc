@@ -580,34 +580,31 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
   return program;
 }
 
-namespace {
-
-// Online best fit does well when lifetimes nest; largest-first when a few
-// huge tensors come and go among many small ones. Both are cheap next to a
-// simulation: keep the smaller arena.
-HeapLayout SmallerLayout(const Program& program, int64_t enough_bytes,
-                         std::span<const int> release_before) {
+void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before) {
+  // Online best fit does well when lifetimes nest; largest-first when a few
+  // huge tensors come and go among many small ones. Both are cheap next to a
+  // simulation: keep the smaller arena.
   BestFitHeap best_fit;
-  HeapLayout layout = LayOut(program, best_fit, release_before);
+  HeapLayout layout = LayOut(program, best_fit);
+  bool global = false;
   if (layout.arena_bytes > enough_bytes) {
     DecreasingSizeBestFitHeap decreasing_size;
-    HeapLayout global = LayOut(program, decreasing_size, release_before);
-    if (global.arena_bytes < layout.arena_bytes) layout = std::move(global);
+    HeapLayout largest_first = LayOut(program, decreasing_size);
+    global = largest_first.arena_bytes < layout.arena_bytes;
+    if (global) layout = std::move(largest_first);
   }
-  return layout;
-}
-
-}  // namespace
-
-void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before) {
-  if (!release_before.empty()) {
-    HeapLayout later = SmallerLayout(program, enough_bytes, release_before);
-    if (later.arena_bytes <= enough_bytes) {
-      ApplyLayout(program, later);
-      return;
-    }
+  // Releases put off only where the Program fits without them, with the
+  // strategy that made it fit: they change which bytes buffers get, never
+  // whether the Program fits.
+  if (!release_before.empty() && layout.arena_bytes <= enough_bytes) {
+    BestFitHeap best_fit_later;
+    DecreasingSizeBestFitHeap decreasing_size_later;
+    HeapAlgorithm& heap = global ? static_cast<HeapAlgorithm&>(decreasing_size_later)
+                                 : static_cast<HeapAlgorithm&>(best_fit_later);
+    HeapLayout later = LayOut(program, heap, release_before);
+    if (later.arena_bytes <= enough_bytes) layout = std::move(later);
   }
-  ApplyLayout(program, SmallerLayout(program, enough_bytes, {}));
+  ApplyLayout(program, layout);
 }
 
 int64_t LiveBytesPeak(const Program& program) {

@@ -59,8 +59,9 @@ HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
 void ApplyLayout(Program& program, const HeapLayout& layout);
 
 // BuildProgram's second half: lays out a rewritten Program's arena. With
-// `release_before`, the arena first tries those later releases and keeps
-// them if that arena is at most `enough_bytes`.
+// `release_before`, where that arena is at most `enough_bytes`, it lays out
+// again with those later releases, by the strategy that gave that arena, and
+// keeps them if their arena is at most `enough_bytes` too.
 void LayOutArena(Program& program, int64_t enough_bytes = 0,
                  std::span<const int> release_before = {});
 

@@ -23,21 +23,29 @@ Simulator::Simulator(const ir::Graph& graph, const analysis::CostModel& cost_mod
 
 double Simulator::StepSeconds(const program::Program& program) const {
   SimulationResult result;
-  Simulate(program, /*step_only=*/true, result);
+  Simulate(program, Detail::kStep, result);
   return result.step_time_s;
+}
+
+SimulationResult Simulator::Timeline(const program::Program& program) const {
+  SimulationResult result;
+  Simulate(program, Detail::kTimings, result);
+  return result;
 }
 
 SimulationResult Simulator::Run(const program::Program& program) const {
   SimulationResult result;
-  Simulate(program, /*step_only=*/false, result);
+  Simulate(program, Detail::kFull, result);
   return result;
 }
 
-void Simulator::Simulate(const program::Program& program, bool step_only,
+void Simulator::Simulate(const program::Program& program, Detail detail,
                          SimulationResult& result) const {
+  const bool step_only = detail != Detail::kFull;
+  const bool timed = detail != Detail::kStep;
   SPILLWAY_CHECK(program.graph == &graph_, "a simulator times programs of its own graph");
   const std::vector<Instruction>& instructions = program.instructions;
-  if (!step_only) result.timings.resize(instructions.size());
+  if (timed) result.timings.resize(instructions.size());
   std::vector<double> event_time(static_cast<size_t>(program.num_events), 0.0);
   // The kind of instruction that recorded each event, to say what a stall
   // waited for.
@@ -101,7 +109,7 @@ void Simulator::Simulate(const program::Program& program, bool step_only,
       }
     }
     const double end = start + duration;
-    if (!step_only) result.timings[i] = {start, end};
+    if (timed) result.timings[i] = {start, end};
     if (instruction.record != program::kNoEvent) {
       event_time[static_cast<size_t>(instruction.record)] = end;
       event_kind[static_cast<size_t>(instruction.record)] = instruction.kind;

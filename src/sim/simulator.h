@@ -71,6 +71,9 @@ class Simulator {
   // Run's step time alone, without recording timings or memory: for a planner
   // that only compares step times (it is the same number Run gives).
   double StepSeconds(const program::Program& program) const;
+  // Run's step time and per-instruction timings, without the memory curve or
+  // what the stalls waited for.
+  SimulationResult Timeline(const program::Program& program) const;
 
   double node_seconds(ir::NodeId node) const { return node_seconds_[static_cast<size_t>(node)]; }
   double copy_seconds(int64_t bytes, analysis::CopyDirection direction) const {
@@ -78,9 +81,10 @@ class Simulator {
   }
 
  private:
-  // Times every instruction; records timings and memory changes into
-  // `result` unless `step_only`.
-  void Simulate(const program::Program& program, bool step_only, SimulationResult& result) const;
+  // How much of a SimulationResult to fill in besides the step time.
+  enum class Detail { kStep, kTimings, kFull };
+  // Times every instruction, recording what `detail` asks for into `result`.
+  void Simulate(const program::Program& program, Detail detail, SimulationResult& result) const;
 
   const ir::Graph& graph_;
   const analysis::CostModel& cost_model_;
