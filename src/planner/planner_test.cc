@@ -259,7 +259,7 @@ TEST(PolicyOptions, RecomputeScansItsSegmentGridAndChainPoints) {
   EXPECT_EQ(evaluations(Options{
                 .segment_grid_points = 6, .chain_every = 3, .cheap_shares = 0, .block_shares = 0}),
             2 + 3 * 6 + 2);
-  EXPECT_EQ(evaluations({}), 2 + 16 + 8 + 3 * 24 + 8);
+  EXPECT_EQ(evaluations({}), 2 + 32 + 16 + 3 * 24 + 8);
 }
 
 TEST(PolicyOptions, SwapTunesTheLookaheadForAsManyThresholdsAsAsked) {
@@ -896,8 +896,7 @@ TEST(HybridPolicy, ALimitOnCandidateProgramsMakesThePlanRepeatable) {
 TEST(ReleasesAfterCopies, PutsOffASpillsBytesUntilItsCopyOutHasEndedWithinTheCap) {
   // The chain of three relus with a spilled: a's Free follows b, but its copy
   // out takes longer than b; c is allocated while the copy still runs.
-  testing::TestWorkload workload(program::testing::ChainText("spill"),
-                                 "h200-141g-pcie5", 1 << 20);
+  testing::TestWorkload workload(program::testing::ChainText("spill"), "h200-141g-pcie5", 1 << 20);
   program::Plan plan = workload.context.KeepAll("test");
   ASSERT_TRUE(program::ApplyPins(workload.graph, plan).ok());
   absl::StatusOr<program::Program> program =

@@ -165,10 +165,10 @@ struct RecomputeOptions {
   ChainOptions long_chain{.segment_candidates = 12, .max_frontier = 16};
   // Plans that rebuild only cheap tensors (CheapCheckpoints with no segments)
   // are tried for this many shares of them: 1/n, 2/n, ..., all.
-  int cheap_shares = 16;
+  int cheap_shares = 32;
   // Plans that rebuild whole blocks between forward cuts (BlockCheckpoints)
   // are tried for this many shares of the blocks: 1/n, 2/n, ..., all.
-  int block_shares = 8;
+  int block_shares = 16;
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
