@@ -599,9 +599,8 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
   if (!release_before.empty() && layout.arena_bytes <= enough_bytes) {
     BestFitHeap best_fit_later;
     DecreasingSizeBestFitHeap decreasing_size_later;
-    HeapAlgorithm& heap = global ? static_cast<HeapAlgorithm&>(decreasing_size_later)
-                                 : static_cast<HeapAlgorithm&>(best_fit_later);
-    HeapLayout later = LayOut(program, heap, release_before);
+    HeapLayout later = global ? LayOut(program, decreasing_size_later, release_before)
+                              : LayOut(program, best_fit_later, release_before);
     if (later.arena_bytes <= enough_bytes) layout = std::move(later);
   }
   ApplyLayout(program, layout);
