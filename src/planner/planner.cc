@@ -108,7 +108,8 @@ std::vector<int> ReleasesAfterCopies(const program::Program& program,
   std::vector<size_t> compute;  // compute-stream instructions, in order: their starts rise
   for (size_t i = 0; i < instructions.size(); ++i) {
     const Instruction& instruction = instructions[i];
-    if (instruction.kind == InstructionKind::kCopyToHost && instruction.record >= 0) {
+    if (instruction.kind == InstructionKind::kCopyToHost &&
+        instruction.record != program::kNoEvent) {
       copy_end_of_event[static_cast<size_t>(instruction.record)] = unplaced.timings[i].end_s;
     }
     if (instruction.stream == program::Stream::kCompute) compute.push_back(i);

@@ -470,12 +470,15 @@ HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
                   std::span<const int> release_before) {
   // Buffers whose release is put off, in the order of the instruction they
   // are released before (then of their Free).
+  auto put_off = [&](BufferId buffer) {
+    const auto index = static_cast<size_t>(buffer);
+    return index < release_before.size() && release_before[index] >= 0;
+  };
   std::vector<std::pair<int, BufferId>> deferred;
   for (const Instruction& instruction : program.instructions) {
-    if (instruction.kind != InstructionKind::kFree) continue;
-    const auto buffer = static_cast<size_t>(instruction.buffer);
-    if (buffer < release_before.size() && release_before[buffer] >= 0) {
-      deferred.emplace_back(release_before[buffer], instruction.buffer);
+    if (instruction.kind == InstructionKind::kFree && put_off(instruction.buffer)) {
+      deferred.emplace_back(release_before[static_cast<size_t>(instruction.buffer)],
+                            instruction.buffer);
     }
   }
   std::stable_sort(deferred.begin(), deferred.end(),
@@ -488,11 +491,8 @@ HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
     const Instruction& instruction = program.instructions[i];
     if (instruction.kind == InstructionKind::kAlloc) {
       heap.Alloc(instruction.buffer, program.buffer(instruction.buffer).bytes);
-    } else if (instruction.kind == InstructionKind::kFree) {
-      const auto buffer = static_cast<size_t>(instruction.buffer);
-      if (buffer >= release_before.size() || release_before[buffer] < 0) {
-        heap.Free(instruction.buffer);
-      }
+    } else if (instruction.kind == InstructionKind::kFree && !put_off(instruction.buffer)) {
+      heap.Free(instruction.buffer);
     }
   }
   for (; next != deferred.end(); ++next) heap.Free(next->second);
@@ -581,26 +581,29 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
 }
 
 void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before) {
+  auto lay_out = [&](bool largest_first, std::span<const int> releases) {
+    if (largest_first) {
+      DecreasingSizeBestFitHeap heap;
+      return LayOut(program, heap, releases);
+    }
+    BestFitHeap heap;
+    return LayOut(program, heap, releases);
+  };
   // Online best fit does well when lifetimes nest; largest-first when a few
   // huge tensors come and go among many small ones. Both are cheap next to a
   // simulation: keep the smaller arena.
-  BestFitHeap best_fit;
-  HeapLayout layout = LayOut(program, best_fit);
-  bool global = false;
+  HeapLayout layout = lay_out(/*largest_first=*/false, {});
+  bool largest_first = false;
   if (layout.arena_bytes > enough_bytes) {
-    DecreasingSizeBestFitHeap decreasing_size;
-    HeapLayout largest_first = LayOut(program, decreasing_size);
-    global = largest_first.arena_bytes < layout.arena_bytes;
-    if (global) layout = std::move(largest_first);
+    HeapLayout global = lay_out(/*largest_first=*/true, {});
+    largest_first = global.arena_bytes < layout.arena_bytes;
+    if (largest_first) layout = std::move(global);
   }
   // Releases put off only where the Program fits without them, with the
   // strategy that made it fit: they change which bytes buffers get, never
   // whether the Program fits.
   if (!release_before.empty() && layout.arena_bytes <= enough_bytes) {
-    BestFitHeap best_fit_later;
-    DecreasingSizeBestFitHeap decreasing_size_later;
-    HeapLayout later = global ? LayOut(program, decreasing_size_later, release_before)
-                              : LayOut(program, best_fit_later, release_before);
+    HeapLayout later = lay_out(largest_first, release_before);
     if (later.arena_bytes <= enough_bytes) layout = std::move(later);
   }
   ApplyLayout(program, layout);

@@ -41,7 +41,7 @@ SimulationResult Simulator::Run(const program::Program& program) const {
 
 void Simulator::Simulate(const program::Program& program, Detail detail,
                          SimulationResult& result) const {
-  const bool step_only = detail != Detail::kFull;
+  const bool full = detail == Detail::kFull;  // the memory curve and the stalls' causes too
   const bool timed = detail != Detail::kStep;
   SPILLWAY_CHECK(program.graph == &graph_, "a simulator times programs of its own graph");
   const std::vector<Instruction>& instructions = program.instructions;
@@ -61,7 +61,7 @@ void Simulator::Simulate(const program::Program& program, Detail detail,
     int64_t delta;
   };
   std::vector<Change> changes;
-  if (!step_only) changes.reserve(instructions.size());
+  if (full) changes.reserve(instructions.size());
 
   for (size_t i = 0; i < instructions.size(); ++i) {
     const Instruction& instruction = instructions[i];
@@ -82,10 +82,10 @@ void Simulator::Simulate(const program::Program& program, Detail detail,
     double duration = 0;
     switch (instruction.kind) {
       case InstructionKind::kAlloc:
-        if (!step_only) changes.push_back({start, program.buffer(instruction.buffer).bytes});
+        if (full) changes.push_back({start, program.buffer(instruction.buffer).bytes});
         break;
       case InstructionKind::kFree:
-        if (!step_only) changes.push_back({start, -program.buffer(instruction.buffer).bytes});
+        if (full) changes.push_back({start, -program.buffer(instruction.buffer).bytes});
         break;
       case InstructionKind::kCompute:
         duration = node_seconds(instruction.node);
@@ -119,7 +119,7 @@ void Simulator::Simulate(const program::Program& program, Detail detail,
     StreamStats& stats = result.streams[s];
     const double stall = start - stream_ready[s];
     stats.stall_s += stall;
-    if (!step_only && instruction.stream == Stream::kCompute && stall > 0) {
+    if (full && instruction.stream == Stream::kCompute && stall > 0) {
       SimulationResult::ComputeStalls& causes = result.compute_stalls;
       const InstructionKind cause = last_event == program::kNoEvent
                                         ? InstructionKind::kCompute
@@ -135,7 +135,7 @@ void Simulator::Simulate(const program::Program& program, Detail detail,
     if (is_copy && shared_engine) engine_ready = end;
     result.step_time_s = std::max(result.step_time_s, end);
   }
-  if (step_only) return;
+  if (!full) return;
 
   // Frees before allocs at the same instant: a buffer handed over without a
   // gap does not count twice.
