@@ -53,9 +53,18 @@ double RooflineCostModel::CopySeconds(int64_t bytes, CopyDirection direction) co
 
 TabulatedCostModel::TabulatedCostModel(std::vector<std::optional<double>> node_seconds,
                                        std::unique_ptr<const CostModel> fallback,
-                                       std::optional<CopyLines> copies)
-    : node_seconds_(std::move(node_seconds)), fallback_(std::move(fallback)), copies_(copies) {
+                                       std::optional<CopyLines> copies,
+                                       std::optional<Contention> contention)
+    : node_seconds_(std::move(node_seconds)),
+      fallback_(std::move(fallback)),
+      copies_(copies),
+      contention_(contention) {
   SPILLWAY_CHECK(fallback_ != nullptr, "a tabulated cost model needs a fallback model");
+  SPILLWAY_CHECK(
+      !contention_ ||
+          (std::isfinite(contention_->compute_slowdown) && contention_->compute_slowdown >= 0 &&
+           std::isfinite(contention_->copy_slowdown) && contention_->copy_slowdown >= 0),
+      "slowdowns are finite and >= 0");
   for (const std::optional<double>& seconds : node_seconds_) {
     SPILLWAY_CHECK(!seconds || (std::isfinite(*seconds) && *seconds >= 0),
                    "node times are finite and >= 0");
@@ -74,6 +83,10 @@ double TabulatedCostModel::CopySeconds(int64_t bytes, CopyDirection direction) c
   SPILLWAY_CHECK(bytes >= 0, "a copy of a negative number of bytes");
   return (direction == CopyDirection::kDeviceToHost ? copies_->to_host : copies_->to_device)
       .Seconds(bytes);
+}
+
+Contention TabulatedCostModel::contention() const {
+  return contention_ ? *contention_ : fallback_->contention();
 }
 
 std::vector<double> NodeTimes(const CostModel& cost_model, const ir::Graph& graph) {

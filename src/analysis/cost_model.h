@@ -16,6 +16,19 @@ namespace spillway::analysis {
 
 enum class CopyDirection : uint8_t { kDeviceToHost, kHostToDevice };
 
+// How much copies and kernels slow each other down while they overlap, where
+// they share a resource (on the CPU, the cores and the memory bus; a GPU's
+// copy engines and its SMs share nothing unless measured otherwise). While a
+// copy runs, a kernel progresses at 1 / (1 + compute_slowdown) of its rate;
+// while a kernel runs, a copy at 1 / (1 + copy_slowdown) of its own. Both 0:
+// independent resources.
+struct Contention {
+  double compute_slowdown = 0;
+  double copy_slowdown = 0;
+  bool any() const { return compute_slowdown > 0 || copy_slowdown > 0; }
+  bool operator==(const Contention&) const = default;
+};
+
 class CostModel {
  public:
   virtual ~CostModel() = default;
@@ -24,6 +37,9 @@ class CostModel {
   virtual double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const = 0;
   // Seconds one copy of `bytes` takes on its stream, latency included.
   virtual double CopySeconds(int64_t bytes, CopyDirection direction) const = 0;
+  // How copies and kernels slow each other while they overlap (the times
+  // above are each alone).
+  virtual Contention contention() const { return {}; }
 };
 
 // The roofline: the larger of FLOPs over the sustained compute rate and bytes
@@ -70,7 +86,8 @@ struct CopyLine {
 // Times given per node (a graph file's durations, a costs file's
 // measurements), the rest from another model: the nodes the table has no
 // time for and, unless lines are given, the copies. A recomputed node is the
-// original node run again, so it finds its time here too.
+// original node run again, so it finds its time here too. Its contention is
+// the one given (a costs file's), else the fallback's.
 class TabulatedCostModel final : public CostModel {
  public:
   struct CopyLines {
@@ -81,15 +98,18 @@ class TabulatedCostModel final : public CostModel {
   // table has an entry for every node of the graphs it costs.
   TabulatedCostModel(std::vector<std::optional<double>> node_seconds,
                      std::unique_ptr<const CostModel> fallback,
-                     std::optional<CopyLines> copies = std::nullopt);
+                     std::optional<CopyLines> copies = std::nullopt,
+                     std::optional<Contention> contention = std::nullopt);
 
   double NodeSeconds(const ir::Graph& graph, const ir::Node& node) const override;
   double CopySeconds(int64_t bytes, CopyDirection direction) const override;
+  Contention contention() const override;
 
  private:
   std::vector<std::optional<double>> node_seconds_;
   std::unique_ptr<const CostModel> fallback_;
   std::optional<CopyLines> copies_;
+  std::optional<Contention> contention_;
 };
 
 // NodeSeconds for every node of a graph, indexed by node id.

@@ -115,6 +115,20 @@ absl::StatusOr<MeasuredCosts> ParseCostsFile(std::string_view json_text) {
   ASSIGN_OR_RETURN(const Json* copies, Field(root, "copies", "", Json::value_t::object));
   ASSIGN_OR_RETURN(costs.device_to_host, Samples(*copies, "device_to_host"));
   ASSIGN_OR_RETURN(costs.host_to_device, Samples(*copies, "host_to_device"));
+  if (root.contains("contention")) {
+    ASSIGN_OR_RETURN(const Json* contention, Field(root, "contention", "", Json::value_t::object));
+    Contention& slowdowns = costs.contention.emplace();
+    for (auto [name, field] : {std::pair{"compute_slowdown", &slowdowns.compute_slowdown},
+                               std::pair{"copy_slowdown", &slowdowns.copy_slowdown}}) {
+      ASSIGN_OR_RETURN(const Json* value,
+                       Field(*contention, name, "contention.", Json::value_t::number_float));
+      if (!std::isfinite(value->get<double>()) || value->get<double>() < 0) {
+        return Invalid(fmt::format("field 'contention.{}' must be a finite number >= 0, got {}",
+                                   name, value->dump()));
+      }
+      *field = value->get<double>();
+    }
+  }
   return costs;
 }
 
@@ -136,6 +150,10 @@ std::string CostsFileToJson(const MeasuredCosts& costs) {
     for (const MeasuredCosts::CopySample& sample : *samples) {
       list.push_back({{"bytes", sample.bytes}, {"seconds", sample.seconds}});
     }
+  }
+  if (costs.contention) {
+    json["contention"] = {{"compute_slowdown", costs.contention->compute_slowdown},
+                          {"copy_slowdown", costs.contention->copy_slowdown}};
   }
   return json.dump(2) + "\n";
 }
@@ -207,7 +225,8 @@ absl::StatusOr<MeasuredCostModel> MakeMeasuredCostModel(const MeasuredCosts& cos
   result.model = std::make_unique<TabulatedCostModel>(
       std::move(node_seconds), std::move(fallback),
       TabulatedCostModel::CopyLines{.to_host = FitCopyLine(costs.device_to_host),
-                                    .to_device = FitCopyLine(costs.host_to_device)});
+                                    .to_device = FitCopyLine(costs.host_to_device)},
+      costs.contention);
   return result;
 }
 

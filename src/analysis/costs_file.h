@@ -8,16 +8,20 @@
 //    "workload": "resnet18, batch 8, 224x224",
 //    "nodes": {"conv1": 0.0123, ...},               (median seconds, by node name)
 //    "copies": {"device_to_host": [{"bytes": 4096, "seconds": 2e-6}, ...],
-//               "host_to_device": [...]}}
+//               "host_to_device": [...]},
+//    "contention": {"compute_slowdown": 0.4, "copy_slowdown": 0.9}}  (optional)
 //
 // Nodes are keyed by name, so a recomputed node (the same node run again)
 // finds its original's time; copies are fitted by a line, latency plus bytes
-// over bandwidth, per direction.
+// over bandwidth, per direction. `contention` says how much a running copy
+// slows a kernel and a running kernel slows a copy (analysis::Contention);
+// a file without it plans copies and kernels as independent.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,10 +50,12 @@ struct MeasuredCosts {
   std::map<std::string, double> node_seconds;
   std::vector<CopySample> device_to_host;
   std::vector<CopySample> host_to_device;
+  std::optional<Contention> contention;
 };
 
 // Errors name the field: a wrong format or version, a negative or non-finite
-// time, a copy of negative size, fewer than two copy sizes a direction.
+// time, a copy of negative size, fewer than two copy sizes a direction, a
+// negative or non-finite slowdown.
 absl::StatusOr<MeasuredCosts> ParseCostsFile(std::string_view json_text);
 std::string CostsFileToJson(const MeasuredCosts& costs);
 // Reads and parses (at most 64 MiB); errors start with the path.
@@ -61,8 +67,8 @@ CopyLine FitCopyLine(const std::vector<MeasuredCosts::CopySample>& samples);
 
 // The cost model a costs file gives a graph: each node its measured time by
 // name, and copies their fitted lines; `fallback` times the nodes the file
-// does not have. Refuses (one line) a file that has times for fewer than
-// half of the graph's nodes: it was measured on another graph.
+// does not have, and contention is the file's. Refuses (one line) a file that has times for fewer
+// than half of the graph's nodes: it was measured on another graph.
 struct MeasuredCostModel {
   std::unique_ptr<CostModel> model;
   int matched = 0;    // nodes timed from the file

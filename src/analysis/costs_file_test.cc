@@ -28,6 +28,7 @@ MeasuredCosts Example() {
   // 1 us latency and 1 GB/s: 1 MB takes 1001 us.
   costs.device_to_host = {{0, 1e-6}, {1'000'000, 1001e-6}, {2'000'000, 2001e-6}};
   costs.host_to_device = {{0, 2e-6}, {1'000'000, 502e-6}};
+  costs.contention = Contention{.compute_slowdown = 0.375, .copy_slowdown = 1.25};
   return costs;
 }
 
@@ -46,6 +47,17 @@ TEST(CostsFile, RoundTripsThroughJson) {
   ASSERT_EQ(again->device_to_host.size(), 3u);
   EXPECT_EQ(again->device_to_host[1].bytes, 1'000'000);
   EXPECT_EQ(again->host_to_device[1].seconds, 502e-6);
+  EXPECT_EQ(again->contention, costs.contention);
+
+  // A file without contention (measured before profile measured it) plans
+  // copies and kernels as independent.
+  MeasuredCosts older = Example();
+  older.contention.reset();
+  const std::string text = CostsFileToJson(older);
+  EXPECT_EQ(text.find("contention"), std::string::npos);
+  absl::StatusOr<MeasuredCosts> parsed = ParseCostsFile(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->contention.has_value());
 }
 
 TEST(CostsFile, BadFilesAreOneLineErrorsNamingTheField) {
@@ -69,6 +81,12 @@ TEST(CostsFile, BadFilesAreOneLineErrorsNamingTheField) {
               HasSubstr("field 'copies.host_to_device' needs samples of at least two sizes"));
   EXPECT_THAT(Error(replaced("\"backend\": \"cpu\"", "\"backend\": 3")),
               HasSubstr("field 'measured_on.backend' has the wrong type"));
+  EXPECT_THAT(Error(replaced("\"copy_slowdown\": 1.25", "\"copy_slowdown\": -1")),
+              HasSubstr("field 'contention.copy_slowdown' must be a finite number >= 0, got -1"));
+  EXPECT_THAT(Error(replaced("\"compute_slowdown\": 0.375,", "")),
+              HasSubstr("field 'contention.compute_slowdown' is missing"));
+  EXPECT_THAT(Error(replaced("\"compute_slowdown\": 0.375", "\"compute_slowdown\": \"high\"")),
+              HasSubstr("field 'contention.compute_slowdown' has the wrong type"));
 }
 
 TEST(CostsFile, CopiesFitALineOfLatencyAndBandwidth) {
@@ -99,6 +117,13 @@ TEST(CostsFile, NodesTakeTheirMeasuredTimesByNameAndTheRestFallBack) {
             RooflineCostModel(profile).NodeSeconds(graph, graph.node(r3)));
   EXPECT_THAT(measured->model->CopySeconds(1'000'000, CopyDirection::kDeviceToHost),
               DoubleNear(1001e-6, 1e-9));
+  EXPECT_EQ(measured->model->contention(), *Example().contention);
+  MeasuredCosts independent = Example();
+  independent.contention.reset();
+  EXPECT_FALSE(
+      MakeMeasuredCostModel(independent, graph, std::make_unique<RooflineCostModel>(profile))
+          ->model->contention()
+          .any());
 
   MeasuredCosts other = Example();
   other.node_seconds = {{"conv1", 1.0}};

@@ -1,15 +1,21 @@
 // `spillway profile`: times every node of a workload's training step on a
-// real backend, and its copies each way, and writes a costs file that
-// `plan --costs` and `compare --costs` plan with (analysis/costs_file.h).
+// real backend, its copies each way, and how much copies and kernels slow
+// each other when they overlap, and writes a costs file that `plan --costs`
+// and `compare --costs` plan with (analysis/costs_file.h).
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "analysis/costs_file.h"
@@ -68,39 +74,147 @@ std::string Today() {
   return fmt::format("{:04}-{:02}-{:02}", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
 }
 
+// Runs `warmup` training steps, then `timed` steps timing every node (and
+// more while `more` says so, up to 1000), and gives each node's median over
+// the timed steps (nullopt for nodes never timed).
+absl::StatusOr<std::vector<std::optional<double>>> NodeMedians(
+    train::Trainer& trainer, int warmup, int timed, std::string_view what,
+    const std::function<bool()>& more = nullptr) {
+  constexpr int kMaxTimed = 1000;
+  const size_t nodes = static_cast<size_t>(trainer.training().graph.num_nodes());
+  std::vector<std::vector<double>> samples(nodes);
+  for (int s = 0; s < warmup + timed || (more && more() && s < warmup + kMaxTimed); ++s) {
+    const bool counted = s >= warmup;
+    fmt::print(std::cerr, "profile: {}step {} of {}{}\n", what, s + 1,
+               std::max(s + 1, warmup + timed), counted ? "" : " (warm-up)");
+    ASSIGN_OR_RETURN(const train::StepStats stats, trainer.Step(/*time_nodes=*/true));
+    if (!counted) continue;
+    for (size_t id = 0; id < stats.result.node_seconds.size(); ++id) {
+      if (stats.result.node_seconds[id] >= 0) samples[id].push_back(stats.result.node_seconds[id]);
+    }
+  }
+  std::vector<std::optional<double>> medians(nodes);
+  for (size_t id = 0; id < nodes; ++id) {
+    if (!samples[id].empty()) medians[id] = Median(std::move(samples[id]));
+  }
+  return medians;
+}
+
+double Sum(const std::vector<std::optional<double>>& seconds) {
+  double sum = 0;
+  for (const std::optional<double>& s : seconds) sum += s.value_or(0);
+  return sum;
+}
+
+// A device buffer and a host buffer of the same size, from the backend.
+class CopyBuffers {
+ public:
+  static absl::StatusOr<CopyBuffers> Allocate(backends::Backend& backend, int64_t bytes) {
+    ASSIGN_OR_RETURN(void* device, backend.AllocateDevice(bytes));
+    absl::StatusOr<void*> host = backend.AllocateHost(bytes);
+    if (!host.ok()) {
+      backend.FreeDevice(device);
+      return host.status();
+    }
+    CopyBuffers buffers(backend, device, *host);
+    // Both filled, so that no copy reads memory never written.
+    const std::vector<std::byte> pattern(static_cast<size_t>(bytes), std::byte{1});
+    RETURN_IF_ERROR(backend.Upload(device, pattern.data(), bytes));
+    RETURN_IF_ERROR(backend.Download(*host, device, bytes));
+    return buffers;
+  }
+  CopyBuffers(CopyBuffers&& other) noexcept
+      : backend_(other.backend_),
+        device_(std::exchange(other.device_, nullptr)),
+        host_(std::exchange(other.host_, nullptr)) {}
+  CopyBuffers(const CopyBuffers&) = delete;
+  CopyBuffers& operator=(const CopyBuffers&) = delete;
+  CopyBuffers& operator=(CopyBuffers&&) = delete;
+  ~CopyBuffers() {
+    if (device_ != nullptr) backend_.FreeDevice(device_);
+    if (host_ != nullptr) backend_.FreeHost(host_);
+  }
+
+  // One copy through the backend's stream for that direction, waited for;
+  // its wall time.
+  absl::StatusOr<double> TimeCopy(bool to_host, int64_t bytes) {
+    const program::Stream stream =
+        to_host ? program::Stream::kDeviceToHost : program::Stream::kHostToDevice;
+    const Clock::time_point start = Clock::now();
+    RETURN_IF_ERROR(to_host ? backend_.Copy(stream, host_, device_, bytes)
+                            : backend_.Copy(stream, device_, host_, bytes));
+    RETURN_IF_ERROR(backend_.SynchronizeStream(stream));
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+ private:
+  CopyBuffers(backends::Backend& backend, void* device, void* host)
+      : backend_(backend), device_(device), host_(host) {}
+  backends::Backend& backend_;
+  void* device_;
+  void* host_;
+};
+
+constexpr int64_t kLargestCopy = int64_t{64} << 20;
+
 // Copies of 4 KiB to 64 MiB each way through the backend's copy streams,
 // the median of `repeats` of each size.
-absl::Status MeasureCopies(backends::Backend& backend, int repeats,
-                           analysis::MeasuredCosts& costs) {
-  constexpr int64_t kLargest = int64_t{64} << 20;
-  ASSIGN_OR_RETURN(void* device, backend.AllocateDevice(kLargest));
-  absl::StatusOr<void*> host = backend.AllocateHost(kLargest);
-  if (!host.ok()) {
-    backend.FreeDevice(device);
-    return host.status();
-  }
-  std::vector<std::byte> pattern(static_cast<size_t>(kLargest), std::byte{1});
-  absl::Status status = backend.Upload(device, pattern.data(), kLargest);
-  for (int64_t bytes = 4 << 10; status.ok() && bytes <= kLargest; bytes *= 4) {
+absl::Status MeasureCopies(CopyBuffers& buffers, int repeats, analysis::MeasuredCosts& costs) {
+  for (int64_t bytes = 4 << 10; bytes <= kLargestCopy; bytes *= 4) {
     for (const bool to_host : {true, false}) {
-      const program::Stream stream =
-          to_host ? program::Stream::kDeviceToHost : program::Stream::kHostToDevice;
       std::vector<double> samples;
-      for (int r = 0; r < repeats && status.ok(); ++r) {
-        const Clock::time_point start = Clock::now();
-        status = to_host ? backend.Copy(stream, *host, device, bytes)
-                         : backend.Copy(stream, device, *host, bytes);
-        if (status.ok()) status = backend.SynchronizeStream(stream);
-        samples.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      for (int r = 0; r < repeats; ++r) {
+        ASSIGN_OR_RETURN(samples.emplace_back(), buffers.TimeCopy(to_host, bytes));
       }
-      if (!status.ok()) break;
       (to_host ? costs.device_to_host : costs.host_to_device)
           .push_back({bytes, Median(std::move(samples))});
     }
   }
-  backend.FreeHost(*host);
-  backend.FreeDevice(device);
-  return status;
+  return absl::OkStatus();
+}
+
+// How much copies and kernels slow each other on this backend: the step's
+// nodes are timed again while another thread copies 64 MiB out and back
+// without pause, as a copy stream would, and those copies are timed against
+// the same copies alone (the costs' largest samples). At least `repeats`
+// steps, and more until three copies have ended during them.
+absl::StatusOr<analysis::Contention> MeasureContention(train::Trainer& trainer,
+                                                       CopyBuffers& buffers, int repeats,
+                                                       double kernels_alone_s,
+                                                       const analysis::MeasuredCosts& costs) {
+  const double alone_s[2] = {costs.host_to_device.back().seconds,
+                             costs.device_to_host.back().seconds};
+  std::atomic<bool> stop = false;
+  std::atomic<int> copies_ended = 0;  // during the steps
+  std::atomic<bool> copy_failed = false;
+  std::vector<double> ratios;  // the copier's: a copy's time over its time alone
+  absl::Status copy_status;    // the copier's
+  std::thread copier([&] {
+    for (bool to_host = true; !stop.load(); to_host = !to_host) {
+      absl::StatusOr<double> seconds = buffers.TimeCopy(to_host, kLargestCopy);
+      if (!seconds.ok()) {
+        copy_status = seconds.status();
+        copy_failed = true;
+        return;
+      }
+      if (stop.load()) return;  // it ended after the steps
+      ratios.push_back(*seconds / alone_s[to_host ? 1 : 0]);
+      ++copies_ended;
+    }
+  });
+  absl::StatusOr<std::vector<std::optional<double>>> beside_copies =
+      NodeMedians(trainer, /*warmup=*/0, repeats, "beside copies, ",
+                  [&] { return copies_ended.load() < 3 && !copy_failed.load(); });
+  stop = true;
+  copier.join();
+  RETURN_IF_ERROR(copy_status);
+  RETURN_IF_ERROR(beside_copies.status());
+  analysis::Contention contention;
+  if (kernels_alone_s > 0) {
+    contention.compute_slowdown = std::max(0.0, Sum(*beside_copies) / kernels_alone_s - 1);
+  }
+  if (!ratios.empty()) contention.copy_slowdown = std::max(0.0, Median(ratios) - 1);
+  return contention;
 }
 
 }  // namespace
@@ -108,8 +222,9 @@ absl::Status MeasureCopies(backends::Backend& backend, int repeats,
 CommandRunner AddProfileCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "profile",
-      "Time every node of a workload's training step and the copies each way on the CPU "
-      "backend, and write a costs file for plan --costs and compare --costs");
+      "Time every node of a workload's training step, the copies each way and how much copies "
+      "and kernels slow each other on the CPU backend, and write a costs file for plan --costs, "
+      "compare --costs and train --costs");
   auto flags = std::make_shared<ProfileFlags>();
   AddWorkloadFlags(*command, flags->workload);
   AddBackendFlags(*command, flags->backend);
@@ -152,18 +267,8 @@ CommandRunner AddProfileCommand(CLI::App& app) {
                      train::Trainer::Create(workload.graph, options, *backend));
 
     const ir::Graph& graph = trainer->training().graph;
-    std::vector<std::vector<double>> samples(static_cast<size_t>(graph.num_nodes()));
-    const int steps = flags->warmup + flags->repeats;
-    for (int s = 0; s < steps; ++s) {
-      const bool timed = s >= flags->warmup;
-      fmt::print(std::cerr, "profile: step {} of {}{}\n", s + 1, steps, timed ? "" : " (warm-up)");
-      ASSIGN_OR_RETURN(const train::StepStats stats, trainer->Step(/*time_nodes=*/true));
-      if (!timed) continue;
-      for (size_t id = 0; id < stats.result.node_seconds.size(); ++id) {
-        if (stats.result.node_seconds[id] >= 0)
-          samples[id].push_back(stats.result.node_seconds[id]);
-      }
-    }
+    ASSIGN_OR_RETURN(const std::vector<std::optional<double>> alone,
+                     NodeMedians(*trainer, flags->warmup, flags->repeats, ""));
     analysis::MeasuredCosts costs;
     costs.measured_on.machine = MachineName();
     costs.measured_on.backend = flags->backend.backend;
@@ -172,16 +277,16 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     if (costs.measured_on.isa.empty()) costs.measured_on.isa = "unknown";
     costs.measured_on.date = Today();
     costs.workload = session::DescribeWorkload(flags->workload);
-    double step_s = 0;
     for (const ir::Node& node : graph.nodes()) {
-      std::vector<double>& times = samples[static_cast<size_t>(node.id)];
-      if (times.empty()) continue;
-      const double median = Median(std::move(times));
-      costs.node_seconds[node.name] = median;
-      step_s += median;
+      const std::optional<double>& median = alone[static_cast<size_t>(node.id)];
+      if (median) costs.node_seconds[node.name] = *median;
     }
+    const double step_s = Sum(alone);
     fmt::print(std::cerr, "profile: copies each way, 4 KiB to 64 MiB\n");
-    RETURN_IF_ERROR(MeasureCopies(*backend, flags->repeats, costs));
+    ASSIGN_OR_RETURN(CopyBuffers buffers, CopyBuffers::Allocate(*backend, kLargestCopy));
+    RETURN_IF_ERROR(MeasureCopies(buffers, flags->repeats, costs));
+    ASSIGN_OR_RETURN(costs.contention,
+                     MeasureContention(*trainer, buffers, flags->repeats, step_s, costs));
     RETURN_IF_ERROR(
         WriteFileAtomically(flags->out, analysis::CostsFileToJson(costs), "costs file"));
     const analysis::CopyLine to_host = analysis::FitCopyLine(costs.device_to_host);
@@ -193,6 +298,10 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     fmt::print(out, "Copies       to host {:.3g} GB/s + {:.3g} us, back {:.3g} GB/s + {:.3g} us\n",
                to_host.bytes_per_s / 1e9, to_host.latency_s * 1e6, to_device.bytes_per_s / 1e9,
                to_device.latency_s * 1e6);
+    fmt::print(out,
+               "Contention   a copy slows kernels by {:.0f}%, a kernel slows copies by {:.0f}% "
+               "(while they overlap)\n",
+               100 * costs.contention->compute_slowdown, 100 * costs.contention->copy_slowdown);
     fmt::print(out, "Costs file   {}\n", flags->out);
     return absl::OkStatus();
   };

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,36 +166,58 @@ TEST(NoHostLink, TheRelaxationHasNoSpillColumnsAndOptimalStartsFromRecompute) {
   EXPECT_LE(optimal->bound->step_s, optimal->best.step_time_s() * (1 + 1e-9));
 }
 
+// hybrid's plan for the 8-node chain at 7 of its 64 MiB values, from a
+// costs file: forward nodes `forward_s`, backward 2 ms, copies 1 GB/s either
+// way (64 MiB: 67 ms).
+program::Plan PlanWithMeasuredCosts(const nodelink::CostedGraph& costed, double forward_s,
+                                    std::optional<analysis::Contention> contention = std::nullopt) {
+  const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("h200-141g-pcie5");
+  analysis::MeasuredCosts costs;
+  costs.measured_on = {
+      .machine = "test", .backend = "cpu", .threads = 1, .isa = "generic", .date = "2026-12-04"};
+  for (const ir::Node& node : costed.graph.nodes()) {
+    costs.node_seconds[node.name] = node.phase == ir::Phase::kForward ? forward_s : 2e-3;
+  }
+  costs.device_to_host = {{0, 0}, {1'000'000'000, 1.0}};
+  costs.host_to_device = costs.device_to_host;
+  costs.contention = contention;
+  absl::StatusOr<analysis::MeasuredCostModel> model = analysis::MakeMeasuredCostModel(
+      costs, costed.graph, std::make_unique<analysis::RooflineCostModel>(profile));
+  EXPECT_TRUE(model.ok()) << model.status();
+  PlanningContext context(costed.graph, *model->model, profile, {.budget_bytes = 7 * 64 * kMiB});
+  absl::StatusOr<PlanResult> result = Plan("hybrid", context);
+  EXPECT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->feasible);
+  return result->best.plan;
+}
+
 // The same graph and budget under two costs files that differ only in the
 // forward nodes' times: cheap to re-run, the planner recomputes; slow to
-// re-run, it spills instead. Copies move 1 GB/s either way (64 MiB: 67 ms).
+// re-run, it spills instead.
 TEST(MeasuredCosts, TheyFlipTheChoiceBetweenSpillingAndRecomputing) {
   const nodelink::CostedGraph costed = *nodelink::ParseNodeLinkGraph(ChainGraph(8), {});
-  const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("h200-141g-pcie5");
-  auto plan_with = [&](double forward_s) {
-    analysis::MeasuredCosts costs;
-    costs.measured_on = {
-        .machine = "test", .backend = "cpu", .threads = 1, .isa = "generic", .date = "2026-12-04"};
-    for (const ir::Node& node : costed.graph.nodes()) {
-      costs.node_seconds[node.name] = node.phase == ir::Phase::kForward ? forward_s : 2e-3;
-    }
-    costs.device_to_host = {{0, 0}, {1'000'000'000, 1.0}};
-    costs.host_to_device = costs.device_to_host;
-    absl::StatusOr<analysis::MeasuredCostModel> model = analysis::MakeMeasuredCostModel(
-        costs, costed.graph, std::make_unique<analysis::RooflineCostModel>(profile));
-    EXPECT_TRUE(model.ok()) << model.status();
-    PlanningContext context(costed.graph, *model->model, profile, {.budget_bytes = 7 * 64 * kMiB});
-    absl::StatusOr<PlanResult> result = Plan("hybrid", context);
-    EXPECT_TRUE(result.ok()) << result.status();
-    EXPECT_TRUE(result->feasible);
-    return result->best.plan;
-  };
-  const program::Plan cheap = plan_with(1e-3);
+  const program::Plan cheap = PlanWithMeasuredCosts(costed, 1e-3);
   EXPECT_GT(cheap.Count(program::Decision::kRecompute), 0);
   EXPECT_EQ(cheap.Count(program::Decision::kSpill), 0);
-  const program::Plan slow = plan_with(1.0);
+  const program::Plan slow = PlanWithMeasuredCosts(costed, 1.0);
   EXPECT_GT(slow.Count(program::Decision::kSpill), 0);
   EXPECT_EQ(slow.Count(program::Decision::kRecompute), 0);
+}
+
+// Forward nodes of 0.1 s and 67 ms copies: with copies and kernels
+// independent, spilling hides its copies and beats re-running a node. Where
+// they contend (a copy running 11 times slower beside a kernel, and a
+// kernel beside a copy), the copies steal more than recomputation costs, and
+// the planner recomputes instead.
+TEST(MeasuredCosts, ContentionMakesThePlannerRecomputeWhereACopyWouldStealMore) {
+  const nodelink::CostedGraph costed = *nodelink::ParseNodeLinkGraph(ChainGraph(8), {});
+  const program::Plan independent = PlanWithMeasuredCosts(costed, 0.1);
+  EXPECT_GT(independent.Count(program::Decision::kSpill), 0);
+  EXPECT_EQ(independent.Count(program::Decision::kRecompute), 0);
+  const program::Plan contended = PlanWithMeasuredCosts(
+      costed, 0.1, analysis::Contention{.compute_slowdown = 10, .copy_slowdown = 10});
+  EXPECT_GT(contended.Count(program::Decision::kRecompute), 0);
+  EXPECT_EQ(contended.Count(program::Decision::kSpill), 0);
 }
 
 }  // namespace

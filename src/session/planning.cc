@@ -85,12 +85,18 @@ absl::Status PlanningSession::UseCostsFile() {
   if (observer_ != nullptr) {
     observer_->Note(fmt::format(
         "costs: {} of {} nodes and the copies from {} (measured on {}, {} backend, {} threads, "
-        "{}, {}){}",
+        "{}, {}){}; {}",
         measured.matched, measured.matched + measured.unmatched, path, on.machine, on.backend,
         on.threads, on.isa, on.date,
         measured.unmatched > 0
             ? fmt::format("; {} nodes it lacks keep the roofline's times", measured.unmatched)
-            : ""));
+            : "",
+        costs.contention
+            ? fmt::format("while they overlap, a copy slows kernels by {:.0f}% and a kernel slows "
+                          "copies by {:.0f}%",
+                          100 * costs.contention->compute_slowdown,
+                          100 * costs.contention->copy_slowdown)
+            : "copies and kernels planned as independent (the file measured no contention)"));
   }
   cost_model_ = std::move(measured.model);
   return absl::OkStatus();

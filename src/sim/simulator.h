@@ -6,6 +6,11 @@
 // two copy streams also share that engine, first come first served in program
 // order. Allocs and frees take no time, and a free does not hold up its
 // stream (program/program.h states the semantics).
+//
+// Where the cost model says copies and kernels share a resource
+// (analysis::Contention, measured on the CPU by `spillway profile`), a kernel
+// runs slower while a copy runs and a copy slower while a kernel runs, for
+// exactly as long as they overlap; otherwise each takes its time alone.
 #pragma once
 
 #include <array>
@@ -79,16 +84,26 @@ class Simulator {
   double copy_seconds(int64_t bytes, analysis::CopyDirection direction) const {
     return cost_model_.CopySeconds(bytes, direction);
   }
+  const analysis::Contention& contention() const { return contention_; }
 
  private:
   // How much of a SimulationResult to fill in besides the step time.
   enum class Detail { kStep, kTimings, kFull };
+  class Timekeeper;
   // Times every instruction, recording what `detail` asks for into `result`.
   void Simulate(const program::Program& program, Detail detail, SimulationResult& result) const;
+  // Each instruction takes its time alone: one pass in program order.
+  void SimulateIndependent(const program::Program& program, Timekeeper& keeper) const;
+  // Overlapping copies and kernels slow each other: time advances from one
+  // finish to the next.
+  void SimulateWithContention(const program::Program& program, Timekeeper& keeper) const;
+  double SecondsAlone(const program::Program& program,
+                      const program::Instruction& instruction) const;
 
   const ir::Graph& graph_;
   const analysis::CostModel& cost_model_;
   SimulatorOptions options_;
+  analysis::Contention contention_;
   std::vector<double> node_seconds_;
   std::vector<int64_t> node_flops_;
 };

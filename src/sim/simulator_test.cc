@@ -48,11 +48,13 @@ constexpr size_t kH2D = static_cast<size_t>(Stream::kHostToDevice);
 class FakeCostModel final : public analysis::CostModel {
  public:
   FakeCostModel(std::map<std::string, double> node_seconds, double d2h_bytes_per_s,
-                double h2d_bytes_per_s, double default_seconds = -1)
+                double h2d_bytes_per_s, double default_seconds = -1,
+                analysis::Contention contention = {})
       : node_seconds_(std::move(node_seconds)),
         d2h_bytes_per_s_(d2h_bytes_per_s),
         h2d_bytes_per_s_(h2d_bytes_per_s),
-        default_seconds_(default_seconds) {}
+        default_seconds_(default_seconds),
+        contention_(contention) {}
 
   double NodeSeconds(const ir::Graph& /*graph*/, const ir::Node& node) const override {
     auto it = node_seconds_.find(node.name);
@@ -67,11 +69,14 @@ class FakeCostModel final : public analysis::CostModel {
     return static_cast<double>(bytes) / bytes_per_s;
   }
 
+  analysis::Contention contention() const override { return contention_; }
+
  private:
   std::map<std::string, double> node_seconds_;
   double d2h_bytes_per_s_;
   double h2d_bytes_per_s_;
   double default_seconds_;
+  analysis::Contention contention_;
 };
 
 // The chain of test_graphs.h with a: 1 s, b: 2 s, c: 3 s, db: 4 s, da: 5 s,
@@ -181,9 +186,11 @@ struct HandProgram {
 // instruction; nothing starts before the events it waits for are recorded;
 // each stream runs its non-free instructions in list order without overlap, a
 // free does not start before the instructions ahead of it on its stream are
-// done; computes and copies last exactly what the cost model says.
+// done; computes and copies last what the cost model says, or, where it
+// says they contend, at least that and at most that slowed the whole time.
 void ExpectConsistentTimings(const Simulator& simulator, const Program& program,
                              const SimulationResult& result) {
+  const analysis::Contention& contention = simulator.contention();
   ASSERT_EQ(result.timings.size(), program.instructions.size());
   std::vector<double> recorded(static_cast<size_t>(program.num_events), -1);
   std::vector<double> stream_done(program::kNumStreams, 0);
@@ -219,7 +226,17 @@ void ExpectConsistentTimings(const Simulator& simulator, const Program& program,
     }
     // end = start + duration in doubles: the difference is exact up to
     // rounding at the magnitude of the end time.
-    EXPECT_NEAR(timing.end_s - timing.start_s, duration, 1e-12 * std::max(1.0, timing.end_s));
+    const double rounding = 1e-12 * std::max(1.0, timing.end_s);
+    if (contention.any()) {
+      const double slowdown = instruction.kind == InstructionKind::kCompute ||
+                                      instruction.kind == InstructionKind::kRecompute
+                                  ? contention.compute_slowdown
+                                  : contention.copy_slowdown;
+      EXPECT_GE(timing.end_s - timing.start_s, duration - rounding);
+      EXPECT_LE(timing.end_s - timing.start_s, duration * (1 + slowdown) + rounding);
+    } else {
+      EXPECT_NEAR(timing.end_s - timing.start_s, duration, rounding);
+    }
     if (instruction.record != program::kNoEvent) {
       recorded[static_cast<size_t>(instruction.record)] = timing.end_s;
     }
@@ -737,6 +754,105 @@ TEST(Simulator, ThePeakIsWhereTheTotalFirstReachesItsMaximum) {
 }
 
 // ---------------------------------------------------------------------------
+// Contention between copies and kernels.
+
+// a (1 s) then b (2 s) on the compute stream while x (4 KiB: 4 s alone)
+// is copied out from the start.
+struct KernelsBesideACopy {
+  explicit KernelsBesideACopy(const ir::Graph& graph) : hand(graph) {
+    const BufferId x = hand.AddBuffer("x", 4 * kKiB, Memory::kDevice, 0, /*persistent=*/true);
+    const BufferId x_host = hand.AddBuffer("x@host", 4 * kKiB, Memory::kHost);
+    hand.Alloc(x);
+    a = hand.Compute("a");
+    b = hand.Compute("b");
+    copy = hand.CopyToHost(x, x_host);
+  }
+  HandProgram hand;
+  size_t a = 0;
+  size_t b = 0;
+  size_t copy = 0;
+};
+
+TEST(Simulator, ACopyAndAKernelSlowEachOtherOnlyWhileTheyOverlap) {
+  const ir::Graph graph = ParseOrDie(ChainText());
+  const KernelsBesideACopy k(graph);
+  {
+    // Each at half its rate while both run: a ends at 2 (1 s of work), the
+    // copy has done 1 s of its 4; b runs 2-6 at half rate and the copy does
+    // 2 s more meanwhile; its last second runs alone, 6-7.
+    const FakeCostModel cost(kChainSeconds, kOneKiBPerSecond, kOneKiBPerSecond, -1,
+                             {.compute_slowdown = 1, .copy_slowdown = 1});
+    const Simulator simulator(graph, cost);
+    const SimulationResult result = simulator.Run(k.hand.program);
+    EXPECT_DOUBLE_EQ(result.timings[k.a].end_s, 2);
+    EXPECT_DOUBLE_EQ(result.timings[k.b].start_s, 2);
+    EXPECT_DOUBLE_EQ(result.timings[k.b].end_s, 6);
+    EXPECT_DOUBLE_EQ(result.timings[k.copy].start_s, 0);
+    EXPECT_DOUBLE_EQ(result.timings[k.copy].end_s, 7);
+    EXPECT_DOUBLE_EQ(result.step_time_s, 7);
+    EXPECT_DOUBLE_EQ(result.streams[kCompute].busy_s, 6);
+    EXPECT_DOUBLE_EQ(result.streams[kD2H].busy_s, 7);
+    ExpectConsistentTimings(simulator, k.hand.program, result);
+  }
+  {
+    // Only kernels slowed (by 3x): a and b run at a third of their rate for
+    // the 4 s the copy runs, doing 4/3 s of their 3 s; the rest, 5/3 s, alone.
+    const FakeCostModel cost(kChainSeconds, kOneKiBPerSecond, kOneKiBPerSecond, -1,
+                             {.compute_slowdown = 2, .copy_slowdown = 0});
+    const Simulator simulator(graph, cost);
+    const SimulationResult result = simulator.Run(k.hand.program);
+    EXPECT_DOUBLE_EQ(result.timings[k.a].end_s, 3);
+    EXPECT_DOUBLE_EQ(result.timings[k.copy].end_s, 4);
+    EXPECT_DOUBLE_EQ(result.timings[k.b].end_s, 4 + 5.0 / 3);
+    ExpectConsistentTimings(simulator, k.hand.program, result);
+  }
+  {
+    // Without contention the three take their times alone.
+    const FakeCostModel cost(kChainSeconds, kOneKiBPerSecond, kOneKiBPerSecond);
+    const Simulator simulator(graph, cost);
+    const SimulationResult result = simulator.Run(k.hand.program);
+    EXPECT_DOUBLE_EQ(result.timings[k.b].end_s, 3);
+    EXPECT_DOUBLE_EQ(result.timings[k.copy].end_s, 4);
+  }
+}
+
+TEST(Simulator, ContentionAloneTimesEveryProgramAsTheOnePassDoes) {
+  // A slowdown too small to matter runs the programs through the
+  // contention model's clock, which must then give the one-pass timings:
+  // the same streams, events, engine queue and frees, every instruction.
+  const FakeCostModel independent(kChainSeconds, 128, 128);
+  const FakeCostModel negligible(kChainSeconds, 128, 128, -1,
+                                 {.compute_slowdown = 1e-13, .copy_slowdown = 1e-13});
+  int compared = 0;
+  for (const char* pin_a : {"", "spill", "recompute"}) {
+    for (const char* pin_b : {"", "spill", "recompute"}) {
+      for (const char* pin_c : {"", "spill", "recompute"}) {
+        const ir::Graph graph = ParseOrDie(ChainText(pin_a, pin_b, pin_c));
+        const Program program = BuildChainProgram(graph, PinnedPlan(graph));
+        for (int engines : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << "pins '" << pin_a << "' '" << pin_b << "' '" << pin_c
+                                            << "', " << engines << " copy engines");
+          const SimulatorOptions options{.copy_engines = engines};
+          const SimulationResult one_pass = Simulator(graph, independent, options).Run(program);
+          const Simulator clocked(graph, negligible, options);
+          const SimulationResult result = clocked.Run(program);
+          ExpectConsistentTimings(clocked, program, result);
+          ASSERT_EQ(result.timings.size(), one_pass.timings.size());
+          for (size_t i = 0; i < result.timings.size(); ++i) {
+            EXPECT_NEAR(result.timings[i].start_s, one_pass.timings[i].start_s, 1e-9) << i;
+            EXPECT_NEAR(result.timings[i].end_s, one_pass.timings[i].end_s, 1e-9) << i;
+          }
+          EXPECT_EQ(result.peak_bytes, one_pass.peak_bytes);
+          EXPECT_NEAR(result.streams[kCompute].stall_s, one_pass.streams[kCompute].stall_s, 1e-9);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 54);
+}
+
+// ---------------------------------------------------------------------------
 // Invariants.
 
 TEST(Simulator, TimingsFollowStreamsAndEventsOnChainPrograms) {
@@ -819,6 +935,23 @@ TEST(Simulator, TimingsFollowStreamsAndEventsOnAModel) {
     ASSERT_FALSE(result.memory.empty());
     EXPECT_EQ(result.memory.back().bytes, never_freed);
     EXPECT_GT(result.memory.back().bytes, 0);
+
+    // Copies and kernels that slow each other: the same invariants, the
+    // same work, and a step no shorter; the clock agrees with the one pass
+    // when the slowdown is negligible.
+    const FakeCostModel contended({}, 1e9, 1e9, 1e-3,
+                                  {.compute_slowdown = 0.5, .copy_slowdown = 0.8});
+    const Simulator slowed(graph, contended, SimulatorOptions{.copy_engines = engines});
+    const SimulationResult slow = slowed.Run(program);
+    ExpectConsistentTimings(slowed, program, slow);
+    EXPECT_GT(slow.step_time_s, result.step_time_s);
+    EXPECT_EQ(slow.d2h_bytes, result.d2h_bytes);
+    EXPECT_EQ(slow.recompute_flops, result.recompute_flops);
+    EXPECT_EQ(slow.memory.back().bytes, never_freed);
+    const FakeCostModel negligible({}, 1e9, 1e9, 1e-3, {.compute_slowdown = 1e-13});
+    EXPECT_NEAR(Simulator(graph, negligible, SimulatorOptions{.copy_engines = engines})
+                    .StepSeconds(program),
+                result.step_time_s, 1e-9);
   }
 }
 
