@@ -11,8 +11,15 @@ the mean of the second run's steps after the first (its JSON's step_seconds),
 and the difference of the two runs' CPU times is N steps without the
 first step's primitive creation, and without planning and start-up.
 
+With --costs, the workload is profiled first (`spillway profile`: measured
+node times, copies and how copies and kernels slow each other) and every
+policy plans with that costs file (`train --costs`); the table then gives
+each plan's predicted step beside the measured one. Without it, policies
+plan with the `cpu` preset's roofline.
+
 The machine may be shared: each figure is the minimum over --repeats runs,
-and the load average is printed with the results. Both sides run with the
+the runs of every row interleaved, and the load average is printed with the
+results. Both sides run with the
 same OpenMP wait policy (PASSIVE unless --wait-policy says otherwise: spinning
 OpenMP threads take the CPU from the threads they wait for when no core is
 idle).
@@ -21,7 +28,8 @@ Standard library only; PyTorch is optional (the row says why it is missing).
 Run with Debian's Python, whose dist-packages hold python3-torch:
 
   /usr/bin/python3 bench/cpu_training.py [--binary build/release/src/cli/spillway]
-      [--steps 3] [--repeats 1] [--wait-policy PASSIVE] [--policies swap,...] [--print]
+      [--steps 3] [--repeats 1] [--wait-policy PASSIVE] [--policies swap,...] [--costs]
+      [--print]
 """
 import argparse
 import datetime
@@ -110,8 +118,8 @@ def torch_steps(options, env):
     return best, None
 
 
-def spillway_steps(options, env, policy, budget):
-    """Steady-state (wall, cpu) seconds per step of `spillway train`.
+def spillway_steps(options, env, policy, budget, costs=None):
+    """Steady-state (wall, cpu, predicted) seconds per step of `spillway train`.
 
     The wall time is the mean of the steps after the first, as the trainer
     timed them. The CPU time of a process includes planning and the first
@@ -119,24 +127,40 @@ def spillway_steps(options, env, policy, budget):
     """
     def train(steps):
         command = [options.binary, "train", *WORKLOAD, "--policy", policy, "--budget", budget,
-                   "--threads", str(options.threads), "--steps", str(steps), "--json"]
+                   "--threads", str(options.threads), "--steps", str(steps), "--json",
+                   *(["--costs", costs] if costs else [])]
         return run_json(command, env)
 
     _, first_cpu = train(1)
     result, all_cpu = train(1 + options.steps)
     steady = result["step_seconds"][1:]
-    return sum(steady) / len(steady), (all_cpu - first_cpu) / options.steps
+    return (sum(steady) / len(steady), (all_cpu - first_cpu) / options.steps,
+            result["predicted_step_s"])
 
 
-def best_of(repeats, measure):
-    """The minimum wall and CPU seconds over runs; or the error of a run that failed."""
+def attempt(measure):
+    """A run's (wall, cpu, predicted) seconds; or the error of a run that failed."""
     try:
-        runs = [measure() for _ in range(repeats)]
+        return measure()
     except subprocess.CalledProcessError as error:
         lines = error.stderr.strip().splitlines()
         # "policy P cannot fit ...: the smallest arena it reaches is X; rerun with ..."
         return lines[-1].removeprefix("spillway: error: ").split("; rerun")[0] if lines else "failed"
-    return min(run[0] for run in runs), min(run[1] for run in runs)
+
+
+def keep_best(best, run):
+    """The element-wise minimum of two runs' times, an error if either failed."""
+    if isinstance(run, str) or isinstance(best, str):
+        return best if isinstance(best, str) else run
+    return run if best is None else tuple(min(a, b) for a, b in zip(best, run))
+
+
+def profile(options, env, path):
+    """Profiles the workload into a costs file; returns profile's summary lines."""
+    command = [options.binary, "profile", *WORKLOAD, "--threads", str(options.threads),
+               "--out", path]
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    return out.stdout.strip().splitlines()
 
 
 def processor():
@@ -163,6 +187,8 @@ def main():
                              "libgomp spins in PyTorch; spillway then chooses PASSIVE itself)")
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help="comma-separated policies to compare with none ('' for none)")
+    parser.add_argument("--costs", action="store_true",
+                        help="profile first and plan every policy with the measured costs")
     parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
     options = parser.parse_args()
     env = environment(options.wait_policy)
@@ -172,18 +198,24 @@ def main():
                         "cpu", "--budget", "100GiB", "--json"], env)
     half = str(plan["arena_bytes"] // 2)
 
+    costs, profiled = None, []
+    if options.costs:
+        costs = str(ROOT / "build" / "cpu_training_costs.json")
+        profiled = profile(options, env, costs)
+
     peer, missing = None, None
     none = None
-    for _ in range(options.repeats):  # interleaved, so that both see similar load
+    policy_names = list(filter(None, options.policies.split(",")))
+    policies = {policy: None for policy in policy_names}
+    for _ in range(options.repeats):  # interleaved, so that every row sees similar load
         row, missing = torch_steps(options, env)
         if row is not None and (peer is None or row["wall"] < peer["wall"]):
             peer = row
-        wall, cpu = spillway_steps(options, env, "none", "100GiB")
-        none = (wall, cpu) if none is None else (min(none[0], wall), min(none[1], cpu))
-    policies = {
-        policy: best_of(options.repeats, lambda p=policy: spillway_steps(options, env, p, half))
-        for policy in filter(None, options.policies.split(","))
-    }
+        none = keep_best(none, spillway_steps(options, env, "none", "100GiB", costs))
+        for policy in policy_names:
+            policies[policy] = keep_best(
+                policies[policy],
+                attempt(lambda p=policy: spillway_steps(options, env, p, half, costs)))
     load_after = load()
 
     lines = [
@@ -198,26 +230,29 @@ def main():
         lines.append(f"| PyTorch | skipped: {missing} | | |")
         ratio = "-"
     lines.append(f"| Spillway, policy none | {none[0]:.2f} | {none[1]:.2f} | {ratio} |")
+    planned_with = "the costs file" if costs else "the `cpu` preset's roofline"
     policy_lines = [
-        "| policy | step (s) | CPU time per step (s) | overhead vs none (step) |",
-        "|---|---|---|---|",
+        "| policy | step (s) | CPU time per step (s) | overhead vs none (step) | predicted step (s) "
+        "| predicted overhead |",
+        "|---|---|---|---|---|---|",
         f"| none (arena {int(plan['arena_bytes']) / 2**20:.0f} MiB, budget 100 GiB) | "
-        f"{none[0]:.2f} | {none[1]:.2f} | - |",
+        f"{none[0]:.2f} | {none[1]:.2f} | - | {none[2]:.2f} | - |",
     ]
     for policy, result in policies.items():
         if isinstance(result, str):
-            policy_lines.append(f"| {policy} | {result} | | |")
+            policy_lines.append(f"| {policy} | {result} | | | | |")
             continue
-        wall, cpu = result
+        wall, cpu, predicted = result
         policy_lines.append(f"| {policy} | {wall:.2f} | {cpu:.2f} | "
-                            f"{100 * (wall / none[0] - 1):+.0f}% |")
+                            f"{100 * (wall / none[0] - 1):+.1f}% | {predicted:.2f} | "
+                            f"{100 * (predicted / none[2] - 1):+.1f}% |")
 
     wait = ("unset" if options.wait_policy == "default" else options.wait_policy)
     section = "\n".join([
         BEGIN,
         f"Measured on this machine: generated {datetime.date.today().isoformat()} by "
         f"`/usr/bin/python3 bench/cpu_training.py --steps {options.steps} "
-        f"--repeats {options.repeats}` on {platform.node()} ({platform.machine()}, "
+        f"--repeats {options.repeats}{' --costs' if costs else ''}` on {platform.node()} ({platform.machine()}, "
         f"{os.cpu_count()} CPUs, {processor()}); "
         f"{options.threads} threads, OMP_WAIT_POLICY {wait} on both sides; "
         f"load average {load_before} before and {load_after} after.",
@@ -228,9 +263,13 @@ def main():
         *lines,
         *([
             "",
-            f"Each memory policy at half the `none` arena ({int(half) / 2**20:.0f} MiB):",
+            f"Each memory policy at half the `none` arena ({int(half) / 2**20:.0f} MiB), "
+            f"planned with {planned_with} (the predicted columns are the simulator's, for "
+            f"that plan):",
             "",
             *policy_lines,
+            *(["", "The costs file (`spillway profile`, same session):", "",
+               *[f"    {line}" for line in profiled]] if profiled else []),
         ] if policies else []),
         END,
     ])
