@@ -341,11 +341,20 @@ TEST(Cli, ProfileWritesACostsFileThatPlanUses) {
   for (const auto& [name, seconds] : json["nodes"].items()) sum += seconds.get<double>();
   EXPECT_GT(json["nodes"].size(), 50u);
   EXPECT_GE(json["copies"]["device_to_host"].size(), 2u);
+  // The steps were timed again beside a copying thread: how much each side
+  // slowed the other (a measurement, so only its form is certain).
+  EXPECT_THAT(profiled.out, HasSubstr("profile: beside copies, step 3 of"));
+  EXPECT_THAT(profiled.out, HasSubstr("Contention   a copy slows kernels by"));
+  for (const char* slowdown : {"compute_slowdown", "copy_slowdown"}) {
+    ASSERT_TRUE(json["contention"][slowdown].is_number()) << slowdown;
+    EXPECT_GE(json["contention"][slowdown].get<double>(), 0) << slowdown;
+  }
 
   const CommandResult planned =
       Spillway("plan " + model + " --policy none --hardware cpu --json --costs " + costs);
   ASSERT_EQ(planned.exit_code, 0) << planned.out;
   EXPECT_THAT(planned.out, HasSubstr("costs: "));
+  EXPECT_THAT(planned.out, HasSubstr("while they overlap, a copy slows kernels by"));
   const nlohmann::json plan = nlohmann::json::parse(planned.out.substr(planned.out.find('{')));
   EXPECT_NEAR(plan["step_time_s"].get<double>(), sum, 1e-9 * sum);
 

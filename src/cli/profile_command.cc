@@ -182,8 +182,8 @@ absl::StatusOr<analysis::Contention> MeasureContention(train::Trainer& trainer,
                                                        CopyBuffers& buffers, int repeats,
                                                        double kernels_alone_s,
                                                        const analysis::MeasuredCosts& costs) {
-  const double alone_s[2] = {costs.host_to_device.back().seconds,
-                             costs.device_to_host.back().seconds};
+  const double to_host_alone_s = costs.device_to_host.back().seconds;
+  const double to_device_alone_s = costs.host_to_device.back().seconds;
   std::atomic<bool> stop = false;
   std::atomic<int> copies_ended = 0;  // during the steps
   std::atomic<bool> copy_failed = false;
@@ -198,7 +198,7 @@ absl::StatusOr<analysis::Contention> MeasureContention(train::Trainer& trainer,
         return;
       }
       if (stop.load()) return;  // it ended after the steps
-      ratios.push_back(*seconds / alone_s[to_host ? 1 : 0]);
+      ratios.push_back(*seconds / (to_host ? to_host_alone_s : to_device_alone_s));
       ++copies_ended;
     }
   });
