@@ -252,7 +252,8 @@ def main():
         BEGIN,
         f"Measured on this machine: generated {datetime.date.today().isoformat()} by "
         f"`/usr/bin/python3 bench/cpu_training.py --steps {options.steps} "
-        f"--repeats {options.repeats}{' --costs' if costs else ''}` on {platform.node()} ({platform.machine()}, "
+        f"--repeats {options.repeats}{' --costs' if costs else ''}"
+        f"{'' if options.policies == ','.join(POLICIES) else ' --policies ' + options.policies}` on {platform.node()} ({platform.machine()}, "
         f"{os.cpu_count()} CPUs, {processor()}); "
         f"{options.threads} threads, OMP_WAIT_POLICY {wait} on both sides; "
         f"load average {load_before} before and {load_after} after.",
