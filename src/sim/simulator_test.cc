@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -753,6 +754,26 @@ TEST(Simulator, ThePeakIsWhereTheTotalFirstReachesItsMaximum) {
   EXPECT_DOUBLE_EQ(without_u.peak_time_s, 0);
 }
 
+// Calls `check` for every pin combination of the chain (each of a, b, c
+// kept, spilled or recomputed) with one and with two copy engines: 54
+// programs, each traced by its pins.
+void ForEveryPinnedChainProgram(
+    const std::function<void(const ir::Graph&, const Program&, int engines)>& check) {
+  for (const char* pin_a : {"", "spill", "recompute"}) {
+    for (const char* pin_b : {"", "spill", "recompute"}) {
+      for (const char* pin_c : {"", "spill", "recompute"}) {
+        const ir::Graph graph = ParseOrDie(ChainText(pin_a, pin_b, pin_c));
+        const Program program = BuildChainProgram(graph, PinnedPlan(graph));
+        for (int engines : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << "pins '" << pin_a << "' '" << pin_b << "' '" << pin_c
+                                            << "', " << engines << " copy engines");
+          check(graph, program, engines);
+        }
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Contention between copies and kernels.
 
@@ -824,31 +845,21 @@ TEST(Simulator, ContentionAloneTimesEveryProgramAsTheOnePassDoes) {
   const FakeCostModel negligible(kChainSeconds, 128, 128, -1,
                                  {.compute_slowdown = 1e-13, .copy_slowdown = 1e-13});
   int compared = 0;
-  for (const char* pin_a : {"", "spill", "recompute"}) {
-    for (const char* pin_b : {"", "spill", "recompute"}) {
-      for (const char* pin_c : {"", "spill", "recompute"}) {
-        const ir::Graph graph = ParseOrDie(ChainText(pin_a, pin_b, pin_c));
-        const Program program = BuildChainProgram(graph, PinnedPlan(graph));
-        for (int engines : {1, 2}) {
-          SCOPED_TRACE(::testing::Message() << "pins '" << pin_a << "' '" << pin_b << "' '" << pin_c
-                                            << "', " << engines << " copy engines");
-          const SimulatorOptions options{.copy_engines = engines};
-          const SimulationResult one_pass = Simulator(graph, independent, options).Run(program);
-          const Simulator clocked(graph, negligible, options);
-          const SimulationResult result = clocked.Run(program);
-          ExpectConsistentTimings(clocked, program, result);
-          ASSERT_EQ(result.timings.size(), one_pass.timings.size());
-          for (size_t i = 0; i < result.timings.size(); ++i) {
-            EXPECT_NEAR(result.timings[i].start_s, one_pass.timings[i].start_s, 1e-9) << i;
-            EXPECT_NEAR(result.timings[i].end_s, one_pass.timings[i].end_s, 1e-9) << i;
-          }
-          EXPECT_EQ(result.peak_bytes, one_pass.peak_bytes);
-          EXPECT_NEAR(result.streams[kCompute].stall_s, one_pass.streams[kCompute].stall_s, 1e-9);
-          ++compared;
-        }
-      }
+  ForEveryPinnedChainProgram([&](const ir::Graph& graph, const Program& program, int engines) {
+    const SimulatorOptions options{.copy_engines = engines};
+    const SimulationResult one_pass = Simulator(graph, independent, options).Run(program);
+    const Simulator clocked(graph, negligible, options);
+    const SimulationResult result = clocked.Run(program);
+    ExpectConsistentTimings(clocked, program, result);
+    ASSERT_EQ(result.timings.size(), one_pass.timings.size());
+    for (size_t i = 0; i < result.timings.size(); ++i) {
+      EXPECT_NEAR(result.timings[i].start_s, one_pass.timings[i].start_s, 1e-9) << i;
+      EXPECT_NEAR(result.timings[i].end_s, one_pass.timings[i].end_s, 1e-9) << i;
     }
-  }
+    EXPECT_EQ(result.peak_bytes, one_pass.peak_bytes);
+    EXPECT_NEAR(result.streams[kCompute].stall_s, one_pass.streams[kCompute].stall_s, 1e-9);
+    ++compared;
+  });
   EXPECT_EQ(compared, 54);
 }
 
@@ -859,26 +870,16 @@ TEST(Simulator, TimingsFollowStreamsAndEventsOnChainPrograms) {
   // Every pin combination of the chain, with both engine counts and a slow
   // link both ways, keeps the invariants of ExpectConsistentTimings.
   const FakeCostModel cost(kChainSeconds, /*d2h_bytes_per_s=*/128, /*h2d_bytes_per_s=*/128);
-  for (const char* pin_a : {"", "spill", "recompute"}) {
-    for (const char* pin_b : {"", "spill", "recompute"}) {
-      for (const char* pin_c : {"", "spill", "recompute"}) {
-        const ir::Graph graph = ParseOrDie(ChainText(pin_a, pin_b, pin_c));
-        const Program program = BuildChainProgram(graph, PinnedPlan(graph));
-        for (int engines : {1, 2}) {
-          SCOPED_TRACE(::testing::Message() << "pins '" << pin_a << "' '" << pin_b << "' '" << pin_c
-                                            << "', " << engines << " copy engines");
-          const Simulator simulator(graph, cost, SimulatorOptions{.copy_engines = engines});
-          const SimulationResult result = simulator.Run(program);
-          ExpectConsistentTimings(simulator, program, result);
-          // Every node runs once on the compute stream, plus the recomputes;
-          // nothing is faster than that.
-          EXPECT_DOUBLE_EQ(result.streams[kCompute].busy_s, kKeepAllSeconds + result.recompute_s);
-          EXPECT_GE(result.step_time_s, result.streams[kCompute].busy_s);
-          EXPECT_LE(result.peak_bytes, program.arena_bytes);
-        }
-      }
-    }
-  }
+  ForEveryPinnedChainProgram([&](const ir::Graph& graph, const Program& program, int engines) {
+    const Simulator simulator(graph, cost, SimulatorOptions{.copy_engines = engines});
+    const SimulationResult result = simulator.Run(program);
+    ExpectConsistentTimings(simulator, program, result);
+    // Every node runs once on the compute stream, plus the recomputes;
+    // nothing is faster than that.
+    EXPECT_DOUBLE_EQ(result.streams[kCompute].busy_s, kKeepAllSeconds + result.recompute_s);
+    EXPECT_GE(result.step_time_s, result.streams[kCompute].busy_s);
+    EXPECT_LE(result.peak_bytes, program.arena_bytes);
+  });
 }
 
 TEST(Simulator, TimingsFollowStreamsAndEventsOnAModel) {
