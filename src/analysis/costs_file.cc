@@ -40,12 +40,18 @@ absl::StatusOr<const Json*> Field(const Json& object, std::string_view name, std
   return &value;
 }
 
-absl::StatusOr<double> Seconds(const Json& value, std::string_view path) {
+// A finite number >= 0; `what` names it in the error ("number of seconds").
+absl::StatusOr<double> NonNegative(const Json& value, std::string_view path,
+                                   std::string_view what = "number") {
   if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
-    return Invalid(fmt::format("field '{}' must be a finite number of seconds >= 0, got {}", path,
-                               value.dump()));
+    return Invalid(
+        fmt::format("field '{}' must be a finite {} >= 0, got {}", path, what, value.dump()));
   }
   return value.get<double>();
+}
+
+absl::StatusOr<double> Seconds(const Json& value, std::string_view path) {
+  return NonNegative(value, path, "number of seconds");
 }
 
 absl::StatusOr<std::vector<MeasuredCosts::CopySample>> Samples(const Json& copies,
@@ -122,11 +128,7 @@ absl::StatusOr<MeasuredCosts> ParseCostsFile(std::string_view json_text) {
                                std::pair{"copy_slowdown", &slowdowns.copy_slowdown}}) {
       ASSIGN_OR_RETURN(const Json* value,
                        Field(*contention, name, "contention.", Json::value_t::number_float));
-      if (!std::isfinite(value->get<double>()) || value->get<double>() < 0) {
-        return Invalid(fmt::format("field 'contention.{}' must be a finite number >= 0, got {}",
-                                   name, value->dump()));
-      }
-      *field = value->get<double>();
+      ASSIGN_OR_RETURN(*field, NonNegative(*value, fmt::format("contention.{}", name)));
     }
   }
   return costs;
