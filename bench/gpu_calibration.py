@@ -10,7 +10,7 @@ check rows then predict another published workload with the fitted value.
 Prints the table docs/hardware.md shows. The figures and their sources are
 in FIGURES below and in docs/hardware.md.
 
-Usage: PYTHONPATH=build/release/python bench/gpu_calibration.py
+Usage: PYTHONPATH=build/ci/python bench/gpu_calibration.py
 """
 
 import json
@@ -24,15 +24,22 @@ import spillway
 #   DLE-PT: NVIDIA DeepLearningExamples, PyTorch ConvNets READMEs (NGC 21.03), 1 GPU, real data
 #   Lambda-PT: lambdal/deeplearning-benchmark PyTorch results (DLE scripts), synthetic data
 #   Lambda-TF: lambda-tensorflow-benchmark logs (tf_cnn_benchmarks), synthetic data
+#   pycls: facebookresearch/pycls MODEL_ZOO.md, 100-epoch ImageNet training hours on 8 V100s,
+#     batch 32 per GPU, divided out to img/s per GPU (our arithmetic; includes evaluation)
 FIGURES = [
     ("v100-16g-nvlink2", "fp32", "fit", "resnet50", 112, 367, "DLE-PT, V100 SXM2 16 GB"),
+    ("v100-16g-nvlink2", "fp32", "check", "resnet50", 32, 365, "pycls, V100 16 GB (ours: h to img/s)"),
+    ("v100-16g-nvlink2", "fp32", "check", "resnet101", 32, 218, "pycls, V100 16 GB (ours: h to img/s)"),
+    ("v100-16g-nvlink2", "fp32", "check", "resnet152", 32, 152, "pycls, V100 16 GB (ours: h to img/s)"),
     ("v100-16g-nvlink2", "fp32", "check", "resnet152", 96, 167, "Lambda-TF, V100 SXM3 32 GB"),
     ("v100-16g-nvlink2", "fp16", "fit", "resnet50", 256, 1200, "DLE-PT AMP, V100 SXM2 16 GB"),
     ("v100-16g-nvlink2", "fp16", "check", "resnet152", 192, 518, "Lambda-TF fp16, V100 SXM3 32 GB"),
-    ("a100-40g-pcie4", "tf32", "fit", "resnet50", 256, 938, "DLE-PT, A100 SXM4 80 GB"),
+    ("a100-40g-pcie4", "tf32", "fit", "resnet50", 224, 953, "Lambda-TF, A100 PCIe 40 GB"),
     ("a100-40g-pcie4", "tf32", "check", "resnet152", 112, 390, "Lambda-TF, A100 PCIe 40 GB"),
-    ("a100-40g-pcie4", "fp16", "fit", "resnet50", 256, 2470, "DLE-PT AMP, A100 SXM4 80 GB"),
+    ("a100-40g-pcie4", "tf32", "check", "resnet50", 256, 938, "DLE-PT, A100 SXM4 80 GB"),
+    ("a100-40g-pcie4", "fp16", "fit", "resnet50", 448, 2075, "Lambda-TF fp16, A100 PCIe 40 GB"),
     ("a100-40g-pcie4", "fp16", "check", "resnet152", 200, 886, "Lambda-TF fp16, A100 PCIe 40 GB"),
+    ("a100-40g-pcie4", "fp16", "check", "resnet50", 256, 2470, "DLE-PT AMP, A100 SXM4 80 GB"),
     ("h100-80g-pcie5", "tf32", "fit", "resnet50", 640, 1197, "Lambda-PT, H100 PCIe 80 GB"),
     ("h100-80g-pcie5", "fp16", "fit", "resnet50", 1280, 1866, "Lambda-PT AMP, H100 PCIe 80 GB"),
     ("h200-141g-pcie5", "tf32", "fit", "resnet50", 1280, 2259, "Lambda-PT, H200 SXM 141 GB"),

@@ -165,10 +165,10 @@ TEST(RooflineCostModelTest, ModeThePartLacksFallsBackToFp32) {
   const RooflineCostModel tf32(*v100, {.math_mode = MathMode::kTf32});
   const RooflineCostModel fp16(*v100, {.math_mode = MathMode::kFp16});
   const ir::Node& conv = net.graph.node(net.conv);
-  // fp32: 5 us launch + max(589,824 / (15.7e12 * 0.65) = 57.8 ns,
+  // fp32: 5 us launch + max(589,824 / (15.7e12 * 0.809) = 46.4 ns,
   //                         30,720 / (900e9 * 0.8) = 42.7 ns).
   EXPECT_THAT(fp32.NodeSeconds(net.graph, conv),
-              DoubleNear(5e-6 + 589'824 / (15.7e12 * 0.65), 1e-15));
+              DoubleNear(5e-6 + 589'824 / (15.7e12 * 0.809), 1e-15));
   EXPECT_DOUBLE_EQ(tf32.NodeSeconds(net.graph, conv), fp32.NodeSeconds(net.graph, conv));
   // fp16's tensor cores make it memory-bound, at 2 bytes a value: 5 us + 21.3 ns.
   EXPECT_THAT(fp16.NodeSeconds(net.graph, conv),
