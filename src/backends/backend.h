@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -88,6 +89,18 @@ class Backend {
   // step: make the Program's events (program.num_events of them), caches,
   // handles. Nothing to do by default.
   virtual absl::Status Prepare(const program::Program& /*program*/) { return absl::OkStatus(); }
+
+  // Called after Prepare once for each of the Program's kernel calls (each
+  // compute and recompute instruction), as RunKernel will get it but for the
+  // step: choose what runs it and build what that needs (the CPU backend
+  // builds its oneDNN primitives here), so that choice is made, and can be
+  // reported, before the first step. Nothing to do by default.
+  virtual absl::Status PrepareKernel(const KernelCall& /*call*/) { return absl::OkStatus(); }
+
+  // One line on what runs the calls PrepareKernel has seen, for a person to
+  // read ("oneDNN 212 calls, direct loops 161, reference 0"); empty where
+  // there is nothing to say.
+  virtual std::string KernelSummary() const { return {}; }
 
   // Marks the point in `stream` that `event` stands for: the event completes
   // when the stream's work issued so far is done.

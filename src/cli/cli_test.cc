@@ -440,7 +440,8 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
                           "samples_per_s",
                           "planning_s",
                           "resumed_from",
-                          "checkpoint"}) {
+                          "checkpoint",
+                          "kernels"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   EXPECT_EQ(json["losses"].size(), 3u);
@@ -451,6 +452,10 @@ TEST(Cli, TrainJsonHasTheDocumentedKeysAndResumesBitwise) {
   EXPECT_THAT(json["direct_kernels"].get<std::string>(),
               ::testing::AnyOf("generic", "avx2", "avx512"));
   EXPECT_LE(json["arena_high_water_bytes"].get<int64_t>(), json["budget_bytes"].get<int64_t>());
+  // The loss has no oneDNN or direct kernel: the summary names it.
+  EXPECT_THAT(json["kernels"].get<std::string>(),
+              ::testing::MatchesRegex("oneDNN [1-9][0-9]* calls, direct loops [1-9][0-9]*, "
+                                      "reference [1-9][0-9]* \\(.*cross_entropy_loss.*\\)"));
   const nlohmann::json after = summary(resumed.out);
   EXPECT_EQ(after["first_step"], 3);
   EXPECT_EQ(after["resumed_from"], checkpoint);

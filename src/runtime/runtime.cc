@@ -421,6 +421,15 @@ absl::Status Runtime::Impl::Prepare() {
   }
   PrepareEvents();
   RETURN_IF_ERROR(backend_.Prepare(program));
+  for (size_t i = 0; i < count; ++i) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.kind != InstructionKind::kCompute &&
+        instruction.kind != InstructionKind::kRecompute) {
+      continue;
+    }
+    RETURN_IF_ERROR(backend_.PrepareKernel(
+        {graph.node(instruction.node), kernel_inputs_[i], kernel_outputs_[i], {}}));
+  }
   std::sort(snapshot_buffers_.begin(), snapshot_buffers_.end());
   snapshot_buffers_.erase(std::unique(snapshot_buffers_.begin(), snapshot_buffers_.end()),
                           snapshot_buffers_.end());

@@ -15,31 +15,81 @@
 #include "backends/cpu/onednn_kernels.h"
 #include "backends/host_memory.h"
 #include "backends/reference/reference_kernels.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "ir/op_kind.h"
+#include "support/check.h"
 #include "support/status_macros.h"
 
 namespace spillway::backends::cpu {
 
-// Each call goes to the first of oneDNN, the direct kernels and the reference
-// kernels that takes it.
+std::string_view KernelSetName(KernelSet set) {
+  switch (set) {
+    case KernelSet::kOneDnn:
+      return "oneDNN";
+    case KernelSet::kDirect:
+      return "direct loops";
+    case KernelSet::kReference:
+      break;
+  }
+  return "reference";
+}
+
+// The calling thread's OpenMP team size for one scope. oneDNN (built with
+// OpenMP) sizes a primitive's parallel work by it, both when it creates the
+// primitive and when it runs it, and the results depend on that split.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads) : previous_(omp_get_max_threads()) {
+    omp_set_num_threads(threads);
+  }
+  ~ScopedOmpThreads() { omp_set_num_threads(previous_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
+// The kernel sets, and which takes a call.
 class CpuBackend::Kernels {
  public:
   explicit Kernels(int threads) : threads_(std::max(1, threads)) {}
 
+  // oneDNN is asked first (which builds and caches the node shape's
+  // primitives, or remembers that it has none), then the direct loops.
+  KernelSet SetFor(const KernelCall& call) {
+    const ScopedOmpThreads threads(threads_);
+    return SetForWithThreadsSet(call);
+  }
+
   absl::Status Run(const KernelCall& call) {
-    // oneDNN (built with OpenMP) sizes its parallel regions by the calling
-    // thread's OpenMP setting, and each stream has its own thread.
-    omp_set_num_threads(threads_);
-    ASSIGN_OR_RETURN(bool done, onednn_.Run(call));
-    if (done) return absl::OkStatus();
-    ASSIGN_OR_RETURN(done, RunDirectKernel(call, threads_));
-    if (done) return absl::OkStatus();
+    const ScopedOmpThreads threads(threads_);
+    const KernelSet set = SetForWithThreadsSet(call);
+    switch (set) {
+      case KernelSet::kOneDnn:
+      case KernelSet::kDirect: {
+        ASSIGN_OR_RETURN(const bool done, set == KernelSet::kOneDnn
+                                              ? onednn_.Run(call)
+                                              : RunDirectKernel(call, threads_));
+        SPILLWAY_CHECK(done, "the kernel set chosen for a call runs it");
+        return absl::OkStatus();
+      }
+      case KernelSet::kReference:
+        break;
+    }
     return reference::RunReferenceKernel<float>(call);
   }
 
   int64_t primitives_created() const { return onednn_.primitives_created(); }
 
  private:
+  KernelSet SetForWithThreadsSet(const KernelCall& call) {
+    if (!onednn_.Implementation(call).empty()) return KernelSet::kOneDnn;
+    if (DirectKernelTakes(call)) return KernelSet::kDirect;
+    return KernelSet::kReference;
+  }
+
   int threads_;
   OneDnnKernels onednn_;
 };
@@ -137,6 +187,28 @@ absl::Status CpuBackend::Download(void* host_destination, const void* device_sou
                                   int64_t bytes) {
   std::memcpy(host_destination, device_source, static_cast<size_t>(bytes));
   return absl::OkStatus();
+}
+
+KernelSet CpuBackend::KernelSetFor(const KernelCall& call) { return kernels_->SetFor(call); }
+
+absl::Status CpuBackend::PrepareKernel(const KernelCall& call) {
+  const KernelSet set = kernels_->SetFor(call);
+  std::lock_guard lock(prepared_mutex_);
+  ++prepared_calls_[static_cast<size_t>(set)];
+  if (set == KernelSet::kReference) reference_ops_.emplace(ir::OpName(call.node.op));
+  return absl::OkStatus();
+}
+
+std::string CpuBackend::KernelSummary() const {
+  std::lock_guard lock(prepared_mutex_);
+  std::string summary;
+  for (int i = 0; i < kNumKernelSets; ++i) {
+    const auto set = static_cast<KernelSet>(i);
+    summary += fmt::format("{}{} {}{}", i == 0 ? "" : ", ", KernelSetName(set),
+                           prepared_calls_[static_cast<size_t>(i)], i == 0 ? " calls" : "");
+  }
+  if (!reference_ops_.empty()) summary += fmt::format(" ({})", fmt::join(reference_ops_, ", "));
+  return summary;
 }
 
 int64_t CpuBackend::primitives_created() const { return kernels_->primitives_created(); }

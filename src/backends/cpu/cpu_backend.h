@@ -5,11 +5,24 @@
 // stream's thread.
 #pragma once
 
+#include <array>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include "backends/backend.h"
 
 namespace spillway::backends::cpu {
+
+// The three kernel sets of the CPU backend. A call goes to the first that
+// takes its op, dtypes, attributes and shapes: oneDNN, then the direct loops
+// (direct_kernels.h), then the reference kernels, which take every call (and
+// are slow: a training step that needs them says so, KernelSummary).
+enum class KernelSet { kOneDnn, kDirect, kReference };
+inline constexpr int kNumKernelSets = 3;
+std::string_view KernelSetName(KernelSet set);  // "oneDNN", "direct loops", "reference"
 
 struct CpuBackendOptions {
   // Threads each kernel may use (an OpenMP team: oneDNN's and the direct
@@ -37,11 +50,21 @@ class CpuBackend final : public Backend {
   void FreeHost(void* memory) override;
   // Device and host memory are the machine's memory.
   AvailableMemory Available() const override;
+  // Runs the call on KernelSetFor(call).
   absl::Status RunKernel(program::Stream stream, const KernelCall& call) override;
+  // Chooses the call's kernel set (building oneDNN's primitives for it) and
+  // counts it for KernelSummary.
+  absl::Status PrepareKernel(const KernelCall& call) override;
+  // The prepared calls per kernel set, and the ops of those on the reference
+  // kernels: "oneDNN 212 calls, direct loops 161, reference 2 (softmax)".
+  std::string KernelSummary() const override;
   absl::Status Copy(program::Stream stream, void* destination, const void* source,
                     int64_t bytes) override;
   absl::Status Upload(void* device_destination, const void* host_source, int64_t bytes) override;
   absl::Status Download(void* host_destination, const void* device_source, int64_t bytes) override;
+
+  // The set whose kernel runs the call.
+  KernelSet KernelSetFor(const KernelCall& call);
 
   // oneDNN primitives created so far: a step whose node shapes were all seen
   // before creates none.
@@ -53,6 +76,9 @@ class CpuBackend final : public Backend {
   CpuBackendOptions options_;
   std::unique_ptr<Profile> profile_;
   std::unique_ptr<Kernels> kernels_;
+  mutable std::mutex prepared_mutex_;
+  std::array<int64_t, kNumKernelSets> prepared_calls_{};  // per KernelSet
+  std::set<std::string, std::less<>> reference_ops_;      // of the prepared calls
 };
 
 }  // namespace spillway::backends::cpu

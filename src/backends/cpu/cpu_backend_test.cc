@@ -323,6 +323,58 @@ TEST(OneDnnKernelsTest, AvoidsTheOneByOneWeightGradientThatOverruns) {
               implementation(4, 1).c_str());
 }
 
+// A node of `graph` made for a kernel call, with its values' types and no
+// buffers: enough to choose a kernel set, not to run one.
+struct CallOf {
+  CallOf(const ir::Graph& graph, ir::NodeId id) : node(graph.node(id)) {
+    for (const ir::ValueId input : node.inputs) inputs.push_back({&graph.value(input).type});
+    for (const ir::ValueId output : node.outputs) outputs.push_back({&graph.value(output).type});
+  }
+  KernelCall call() const { return {node, inputs, outputs, {}}; }
+
+  const ir::Node& node;
+  std::vector<TensorRef> inputs;
+  std::vector<TensorRef> outputs;
+};
+
+// oneDNN first, then the direct loops, then the reference kernels; an add
+// that broadcasts and a reduction the direct loop does not cover fall through
+// to the reference kernels, and the summary names them.
+TEST(CpuBackendTest, EachCallGoesToTheFirstKernelSetThatTakesIt) {
+  ir::Graph graph;
+  const ir::ValueId x = graph.AddInput("x", ir::Activation({2, 8, 8, 16}));
+  const ir::ValueId w = graph.AddInput("w", ir::F32({16, 3, 3, 16}));
+  const ir::ValueId bias = graph.AddInput("bias", ir::F32({16}));
+  auto add_node = [&](ir::OpKind op, std::vector<ir::ValueId> inputs, ir::AttrMap attrs,
+                      const char* name) {
+    absl::StatusOr<ir::NodeId> id = graph.AddNode(op, std::move(inputs), std::move(attrs), name);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return *id;
+  };
+  const ir::NodeId conv =
+      add_node(ir::OpKind::kConv2d, {x, w}, {{"pads", ir::IntList{1, 1, 1, 1}}}, "conv");
+  const ir::NodeId residual = add_node(ir::OpKind::kAdd, {x, x}, {}, "residual");
+  const ir::NodeId broadcast = add_node(ir::OpKind::kAdd, {x, bias}, {}, "broadcast");
+  const ir::NodeId bias_grad =
+      add_node(ir::OpKind::kReduceSum, {x}, {{"axes", ir::IntList{0, 1, 2}}}, "bias_grad");
+  const ir::NodeId last_axis =
+      add_node(ir::OpKind::kReduceSum, {x}, {{"axes", ir::IntList{-1}}}, "last_axis");
+
+  CpuBackend backend({.threads = kThreads});
+  const std::vector<std::pair<ir::NodeId, KernelSet>> expected = {
+      {conv, KernelSet::kOneDnn},          {residual, KernelSet::kDirect},
+      {broadcast, KernelSet::kReference},  {bias_grad, KernelSet::kDirect},
+      {last_axis, KernelSet::kReference},
+  };
+  for (const auto& [id, set] : expected) {
+    const CallOf call(graph, id);
+    EXPECT_EQ(backend.KernelSetFor(call.call()), set) << graph.node(id).name;
+    EXPECT_EQ(DirectKernelTakes(call.call()), set == KernelSet::kDirect) << graph.node(id).name;
+    ASSERT_TRUE(backend.PrepareKernel(call.call()).ok());
+  }
+  EXPECT_EQ(backend.KernelSummary(), "oneDNN 1 calls, direct loops 2, reference 2 (add, reduce_sum)");
+}
+
 // Sets an environment variable for one scope (the ISA switches are read
 // from the environment).
 class ScopedEnvironment {

@@ -2,6 +2,8 @@
 // namespace; see CMakeLists.txt), and direct_kernels_dispatch.cc picks the
 // widest the processor runs. Floating-point contraction is off in every
 // build, so each instruction set gives the same bits.
+#include "backends/cpu/direct_kernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -34,10 +36,6 @@ template <typename T>
 T Attr(const absl::StatusOr<T>& value) {
   SPILLWAY_CHECK(value.ok(), "attributes were validated");
   return *value;
-}
-
-bool IsF32(const TensorRef& tensor) {
-  return tensor.type != nullptr && tensor.type->dtype == ir::DType::kF32;
 }
 
 // Calls body(begin, end) over [0, count) in blocks of `block`, on `threads`.
@@ -342,13 +340,10 @@ bool GlobalAvgPoolBackward(const KernelCall& call, int threads) {
 
 // ---- elementwise and reductions ----
 
-// add of two tensors of the output's shape (residual connections); other
-// broadcasts go to the reference kernel.
+// add of two tensors of the output's shape (residual connections; other
+// broadcasts are not taken, DirectKernelTakes).
 bool Add(const KernelCall& call, int threads) {
   const TensorRef& y = call.outputs[0];
-  if (call.inputs[0].type->shape != y.type->shape || call.inputs[1].type->shape != y.type->shape) {
-    return false;
-  }
   const float* a = call.inputs[0].as<float>();
   const float* b = call.inputs[1].as<float>();
   float* out = y.as<float>();
@@ -363,9 +358,6 @@ bool Add(const KernelCall& call, int threads) {
 // one of the inputs' buffers).
 bool AddN(const KernelCall& call, int threads) {
   const TensorRef& y = call.outputs[0];
-  for (const TensorRef& input : call.inputs) {
-    if (input.type->shape != y.type->shape) return false;
-  }
   float* out = y.as<float>();
   ParallelBlocks(y.num_elements(), kElementsPerBlock, threads, [&](int64_t begin, int64_t end) {
     std::vector<float> sum(call.inputs[0].as<float>() + begin, call.inputs[0].as<float>() + end);
@@ -381,17 +373,9 @@ bool AddN(const KernelCall& call, int threads) {
 }
 
 // reduce_sum over every axis but the last (bias gradients of NHWC
-// activations); other reductions go to the reference kernel.
+// activations; other reductions are not taken, DirectKernelTakes).
 bool ReduceSum(const KernelCall& call, int threads) {
   const TensorRef& x = call.inputs[0];
-  const int64_t rank = x.type->rank();
-  std::vector<int64_t> axes = Attr(call.node.attrs.GetInts("axes"));
-  for (int64_t& axis : axes) axis = axis < 0 ? axis + rank : axis;
-  std::sort(axes.begin(), axes.end());
-  if (rank < 2 || axes.size() != static_cast<size_t>(rank - 1)) return false;
-  for (int64_t i = 0; i < rank - 1; ++i) {
-    if (axes[static_cast<size_t>(i)] != i) return false;
-  }
   const int64_t channels = x.type->shape.back();
   const float* xs = x.as<float>();
   const std::vector<double> sums = ChannelSums(x.num_elements() / channels, channels, 1, threads,
@@ -452,16 +436,10 @@ bool SgdUpdate(const KernelCall& call, int threads) {
   return true;
 }
 
-bool AllF32(const KernelCall& call) {
-  auto f32 = [](const TensorRef& tensor) { return tensor.type == nullptr || IsF32(tensor); };
-  return std::all_of(call.inputs.begin(), call.inputs.end(), f32) &&
-         std::all_of(call.outputs.begin(), call.outputs.end(), f32);
-}
-
 }  // namespace
 
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads) {
-  if (!AllF32(call)) return false;
+  if (!DirectKernelTakes(call)) return false;
   switch (call.node.op) {
     case ir::OpKind::kBatchNorm:
       return BatchNorm(call, threads);

@@ -16,8 +16,13 @@
 
 namespace spillway::backends::cpu {
 
-// Runs the call if a direct kernel takes its op, dtypes and shapes; false,
-// having done nothing, otherwise. `threads` is the OpenMP team size. Uses the
+// Whether a direct kernel takes the call: an op it has a loop for, every
+// tensor f32, and, for add and add_n, inputs of the output's shape, for
+// reduce_sum, every axis but the last. The one test, for every build.
+bool DirectKernelTakes(const KernelCall& call);
+
+// Runs the call if DirectKernelTakes it; false, having done nothing,
+// otherwise. `threads` is the OpenMP team size. Uses the
 // build SelectDirectKernelIsa chooses (cpu_isa.h), once per process.
 absl::StatusOr<bool> RunDirectKernel(const KernelCall& call, int threads);
 
