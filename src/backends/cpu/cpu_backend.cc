@@ -191,6 +191,13 @@ absl::Status CpuBackend::Download(void* host_destination, const void* device_sou
 
 KernelSet CpuBackend::KernelSetFor(const KernelCall& call) { return kernels_->SetFor(call); }
 
+absl::Status CpuBackend::Prepare(const program::Program& /*program*/) {
+  std::lock_guard lock(prepared_mutex_);
+  prepared_calls_.fill(0);
+  reference_ops_.clear();
+  return absl::OkStatus();
+}
+
 absl::Status CpuBackend::PrepareKernel(const KernelCall& call) {
   const KernelSet set = kernels_->SetFor(call);
   std::lock_guard lock(prepared_mutex_);

@@ -52,11 +52,14 @@ class CpuBackend final : public Backend {
   AvailableMemory Available() const override;
   // Runs the call on KernelSetFor(call).
   absl::Status RunKernel(program::Stream stream, const KernelCall& call) override;
+  // Starts KernelSummary's count afresh for the Program.
+  absl::Status Prepare(const program::Program& program) override;
   // Chooses the call's kernel set (building oneDNN's primitives for it) and
   // counts it for KernelSummary.
   absl::Status PrepareKernel(const KernelCall& call) override;
-  // The prepared calls per kernel set, and the ops of those on the reference
-  // kernels: "oneDNN 212 calls, direct loops 161, reference 2 (softmax)".
+  // The calls prepared since the last Prepare per kernel set, and the ops of
+  // those on the reference kernels: "oneDNN 97 calls, direct loops 122,
+  // reference 5 (cross_entropy_loss, ...)".
   std::string KernelSummary() const override;
   absl::Status Copy(program::Stream stream, void* destination, const void* source,
                     int64_t bytes) override;

@@ -373,6 +373,10 @@ TEST(CpuBackendTest, EachCallGoesToTheFirstKernelSetThatTakesIt) {
     ASSERT_TRUE(backend.PrepareKernel(call.call()).ok());
   }
   EXPECT_EQ(backend.KernelSummary(), "oneDNN 1 calls, direct loops 2, reference 2 (add, reduce_sum)");
+  // The next Program's calls are counted afresh.
+  ASSERT_TRUE(backend.Prepare(program::Program{}).ok());
+  ASSERT_TRUE(backend.PrepareKernel(CallOf(graph, conv).call()).ok());
+  EXPECT_EQ(backend.KernelSummary(), "oneDNN 1 calls, direct loops 0, reference 0");
 }
 
 // Sets an environment variable for one scope (the ISA switches are read
