@@ -362,8 +362,8 @@ TEST(CpuBackendTest, EachCallGoesToTheFirstKernelSetThatTakesIt) {
 
   CpuBackend backend({.threads = kThreads});
   const std::vector<std::pair<ir::NodeId, KernelSet>> expected = {
-      {conv, KernelSet::kOneDnn},          {residual, KernelSet::kDirect},
-      {broadcast, KernelSet::kReference},  {bias_grad, KernelSet::kDirect},
+      {conv, KernelSet::kOneDnn},         {residual, KernelSet::kDirect},
+      {broadcast, KernelSet::kReference}, {bias_grad, KernelSet::kDirect},
       {last_axis, KernelSet::kReference},
   };
   for (const auto& [id, set] : expected) {
@@ -372,7 +372,8 @@ TEST(CpuBackendTest, EachCallGoesToTheFirstKernelSetThatTakesIt) {
     EXPECT_EQ(DirectKernelTakes(call.call()), set == KernelSet::kDirect) << graph.node(id).name;
     ASSERT_TRUE(backend.PrepareKernel(call.call()).ok());
   }
-  EXPECT_EQ(backend.KernelSummary(), "oneDNN 1 calls, direct loops 2, reference 2 (add, reduce_sum)");
+  EXPECT_EQ(backend.KernelSummary(),
+            "oneDNN 1 calls, direct loops 2, reference 2 (add, reduce_sum)");
   // The next Program's calls are counted afresh.
   ASSERT_TRUE(backend.Prepare(program::Program{}).ok());
   ASSERT_TRUE(backend.PrepareKernel(CallOf(graph, conv).call()).ok());
