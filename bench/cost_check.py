@@ -8,11 +8,17 @@ optimizer state take most of a small model's arena, so a share of `none`'s
 would fit no plan) trains a few steps twice: planned with the costs file (`train --costs`) and planned with
 the `cpu` profile's roofline. Each run reports the simulator's prediction for
 its plan (`predicted_step_s`) and the measured step (the median of the steps
-after the first). All rows run in one session, side by side, so the
-machine's load affects both columns alike; the figures are measured here, not
-on a GPU. Writes a table into docs/results.md, or prints it with --print.
+after the first). With --repeats N each workload is profiled and run N times,
+in rounds (each round profiles, then runs every policy at both budgets with
+both cost models once), and each row keeps the round whose error is the
+median: on a machine whose speed drifts, a prediction is then compared with
+runs made just after its profile, and one slow moment moves one round. All
+rows run in one session, side by side, so the machine's load affects both
+columns alike; the figures are measured here, not on a GPU. Writes a table
+into docs/results.md, or prints it with --print.
 
   bench/cost_check.py [--binary build/release/src/cli/spillway] [--print] [--steps 4]
+                      [--repeats 1] [--only SUBSTRING]
 """
 import argparse
 import datetime
@@ -67,7 +73,19 @@ def main():
     parser.add_argument("--binary", default=str(ROOT / "build/release/src/cli/spillway"))
     parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
     parser.add_argument("--steps", type=int, default=4, help="steps per run (the first is not counted)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="rounds, each a profile and then every run (odd); each row keeps the median round")
+    parser.add_argument("--only", default="",
+                        help="only the workloads whose name contains this (with --print)")
     options = parser.parse_args()
+    if options.steps < 2 or options.repeats < 1 or options.repeats % 2 == 0:
+        parser.error("--steps must be at least 2, and --repeats odd (each row keeps the "
+                     "median round)")
+    workloads = [(name, args) for name, args in WORKLOADS if options.only in name]
+    if not workloads:
+        parser.error(f"no workload's name contains '{options.only}'")
+    if options.only and not options.print:
+        parser.error("--only writes a partial table: use it with --print")
     lines = [
         "| workload | policy | budget (of the way from floor to `none`) | measured (s), costs plan | predicted, costs | error "
         "| measured (s), roofline plan | predicted, roofline | error |",
@@ -75,11 +93,7 @@ def main():
     ]
     errors = {"costs": [], "roofline": []}
     with tempfile.TemporaryDirectory() as folder:
-        for name, args in WORKLOADS:
-            costs = str(pathlib.Path(folder) / "costs.json")
-            print(f"{name}: profiling", file=sys.stderr)
-            subprocess.run([options.binary, "profile", *args, "--out", costs], check=True,
-                           capture_output=True)
+        for name, args in workloads:
             none, error = run_json(options.binary, ["plan", *args, "--policy", "none",
                                                     "--hardware", "cpu"])
             if none is None:
@@ -90,18 +104,37 @@ def main():
             if tightest is None:
                 sys.exit(f"{name}: {error}")
             floor = tightest["smallest_arena_bytes"]
-            for share in SHARES:
-                budget = int(floor + share * (arena - floor))
+            budgets = [(share, int(floor + share * (arena - floor))) for share in SHARES]
+            # (share, policy, cost model) -> one (predicted, measured) per round, or None
+            results = {}
+            for round_index in range(options.repeats):
+                # Each round plans with a profile taken just before its runs.
+                costs = str(pathlib.Path(folder) / f"costs_{round_index}.json")
+                print(f"{name}: profiling, round {round_index + 1} of {options.repeats}",
+                      file=sys.stderr)
+                subprocess.run([options.binary, "profile", *args, "--out", costs], check=True,
+                               capture_output=True)
+                for share, budget in budgets:
+                    for policy in POLICIES:
+                        for key, costs_file in (("costs", costs), ("roofline", None)):
+                            print(f"{name}: {policy} at {share:.0%}, {key}, round "
+                                  f"{round_index + 1} of {options.repeats}", file=sys.stderr)
+                            results.setdefault((share, policy, key), []).append(
+                                train(options.binary, args, policy, budget, options.steps,
+                                      costs_file))
+            for share, budget in budgets:
                 for policy in POLICIES:
-                    print(f"{name}: {policy} at {share:.0%}", file=sys.stderr)
                     cells = []
-                    for key, costs_file in (("costs", costs), ("roofline", None)):
-                        result = train(options.binary, args, policy, budget, options.steps,
-                                       costs_file)
-                        if result is None:
+                    for key in ("costs", "roofline"):
+                        rounds = [run for run in results[(share, policy, key)] if run]
+                        if not rounds:
                             cells += ["infeasible", "-", "-"]
                             continue
-                        predicted, measured = result
+                        # The round whose error is the median (an odd count): a
+                        # prediction and a measurement made together, not medians
+                        # of different rounds.
+                        rounds.sort(key=lambda run: run[0] / run[1])
+                        predicted, measured = rounds[(len(rounds) - 1) // 2]
                         error_pct = 100 * (predicted / measured - 1)
                         errors[key].append(abs(error_pct))
                         cells += [f"{measured:.4f}", f"{predicted:.4f}", f"{error_pct:+.1f}%"]
@@ -118,7 +151,9 @@ def main():
         BEGIN,
         f"Generated {today} by `bench/cost_check.py` on {platform.node()} "
         f"({platform.machine()}, {platform.system()}), CPU backend, {options.steps} steps a run "
-        "(the first not counted), measured and predicted in the same session. "
+        f"(the first not counted), {options.repeats} round(s) of every run, each after its own "
+        "profile (the round with the median error kept), measured and predicted in the same "
+        "session. "
         + "; ".join(summary) + ".",
         "",
         *lines,
