@@ -115,8 +115,7 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
 }
 
 void PrintHeader(std::ostream& out, const TrainFlags& flags, const session::Workload& workload,
-                 const train::TrainerOptions& options, train::Trainer& trainer,
-                 const backends::Backend& backend) {
+                 const train::TrainerOptions& options, train::Trainer& trainer) {
   const planner::PlanResult& plan = trainer.plan();
   fmt::print(out, "Workload     {} ({})\n", session::DescribeWorkload(flags.request.workload),
              session::DescribeOptimizer(options.optimizer));
@@ -127,9 +126,7 @@ void PrintHeader(std::ostream& out, const TrainFlags& flags, const session::Work
              FormatBytes(options.budget_bytes), plan.best.plan.Count(program::Decision::kSpill),
              plan.best.plan.Count(program::Decision::kRecompute), plan.planning_s);
   fmt::print(out, "Backend      {}\n", session::DescribeBackend(flags.backend));
-  if (const std::string kernels = backend.KernelSummary(); !kernels.empty()) {
-    fmt::print(out, "Kernels      {}\n", kernels);
-  }
+  if (!trainer.kernels().empty()) fmt::print(out, "Kernels      {}\n", trainer.kernels());
   fmt::print(out, "Data         {}\n", trainer.data().Describe());
   if (!flags.request.workload.onnx.empty()) {
     fmt::print(out, "Weights      {} parameters and buffers from {}\n",
@@ -203,7 +200,7 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     // With --json, stdout holds only the JSON: progress goes to stderr.
     std::ostream& log = flags->json ? std::cerr : out;
     const int log_fd = flags->json ? STDERR_FILENO : STDOUT_FILENO;
-    if (!flags->json) PrintHeader(out, *flags, workload, options, *trainer, *backend);
+    if (!flags->json) PrintHeader(out, *flags, workload, options, *trainer);
     const bool terminal = isatty(log_fd) != 0;
     // Ctrl-C leaves the redrawn line with a newline, not under the prompt.
     if (terminal) EndLineOnInterrupt();
@@ -218,12 +215,10 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     run.progress = &progress;
     ASSIGN_OR_RETURN(const train::TrainingSummary summary, trainer->Run(run));
     if (flags->json) {
-      nlohmann::ordered_json json = session::TrainingSummaryToJson(
-          flags->request, options, flags->backend, *trainer, summary, {flags->resume, flags->save});
-      if (const std::string kernels = backend->KernelSummary(); !kernels.empty()) {
-        json["kernels"] = kernels;
-      }
-      out << json.dump(2) << "\n";
+      out << session::TrainingSummaryToJson(flags->request, options, flags->backend, *trainer,
+                                            summary, {flags->resume, flags->save})
+                 .dump(2)
+          << "\n";
     } else {
       PrintSummary(out, *flags, *trainer, summary);
     }

@@ -134,6 +134,7 @@ def test_train_is_bitwise_the_cli_train(tmp_path):
     assert run.checksum == expected["checksum"]
     assert list(run.losses) == expected["losses"]
     assert run.policy == expected["policy"] == "hybrid"
+    assert run.kernels == expected["kernels"] and run.kernels.startswith("oneDNN ")
     # Two steps, a checkpoint, one more step resumed from it: the same state.
     checkpoint = str(tmp_path / "run.ckpt")
     first = spillway.train(spillway.Workload(**SMALL), steps=2, budget=BUDGET, save=checkpoint)

@@ -115,6 +115,8 @@ nlohmann::ordered_json TrainingSummaryToJson(const TrainingRequest& request,
   };
   json.update(BackendToJson(backend));
   json.update(nlohmann::ordered_json{
+      {"kernels", trainer.kernels().empty() ? nlohmann::ordered_json(nullptr)
+                                            : nlohmann::ordered_json(trainer.kernels())},
       {"data", trainer.data().Describe()},
       {"seed", options.data.seed},
       {"first_step", summary.first_step},

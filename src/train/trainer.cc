@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
   }
   ASSIGN_OR_RETURN(trainer->runtime_, runtime::Runtime::Create(trainer->plan_.best.program, backend,
                                                                options.budget_bytes));
+  trainer->kernels_ = backend.KernelSummary();
 
   for (const auto& [value, bytes] : state) {
     RETURN_IF_ERROR(trainer->runtime_->Write(value, bytes));

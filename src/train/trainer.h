@@ -129,6 +129,10 @@ class Trainer {
   const TaskInfo& task() const { return task_; }
   const DataSource& data() const { return *data_; }
   runtime::Runtime& runtime() { return *runtime_; }
+  // What runs the step's kernel calls, as the backend reported it once the
+  // runtime had prepared them (Backend::KernelSummary); empty where the
+  // backend says nothing.
+  const std::string& kernels() const { return kernels_; }
 
  private:
   Trainer() = default;
@@ -140,6 +144,7 @@ class Trainer {
   TaskInfo task_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<runtime::Runtime> runtime_;
+  std::string kernels_;
   int64_t step_ = 0;  // steps completed
 };
 
