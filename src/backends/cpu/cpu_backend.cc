@@ -18,7 +18,6 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "ir/op_kind.h"
-#include "support/check.h"
 #include "support/status_macros.h"
 
 namespace spillway::backends::cpu {
@@ -60,36 +59,27 @@ class CpuBackend::Kernels {
   // primitives, or remembers that it has none), then the direct loops.
   KernelSet SetFor(const KernelCall& call) {
     const ScopedOmpThreads threads(threads_);
-    return SetForWithThreadsSet(call);
+    if (!onednn_.Implementation(call).empty()) return KernelSet::kOneDnn;
+    if (DirectKernelTakes(call)) return KernelSet::kDirect;
+    return KernelSet::kReference;
   }
 
+  // The same order, asking each set in turn: oneDNN's Run declines exactly
+  // the calls it has no Implementation for, and RunDirectKernel those
+  // DirectKernelTakes refuses, so a call runs on SetFor(call) without the
+  // tests being made twice.
   absl::Status Run(const KernelCall& call) {
     const ScopedOmpThreads threads(threads_);
-    const KernelSet set = SetForWithThreadsSet(call);
-    switch (set) {
-      case KernelSet::kOneDnn:
-      case KernelSet::kDirect: {
-        ASSIGN_OR_RETURN(const bool done, set == KernelSet::kOneDnn
-                                              ? onednn_.Run(call)
-                                              : RunDirectKernel(call, threads_));
-        SPILLWAY_CHECK(done, "the kernel set chosen for a call runs it");
-        return absl::OkStatus();
-      }
-      case KernelSet::kReference:
-        break;
-    }
+    ASSIGN_OR_RETURN(bool done, onednn_.Run(call));
+    if (done) return absl::OkStatus();
+    ASSIGN_OR_RETURN(done, RunDirectKernel(call, threads_));
+    if (done) return absl::OkStatus();
     return reference::RunReferenceKernel<float>(call);
   }
 
   int64_t primitives_created() const { return onednn_.primitives_created(); }
 
  private:
-  KernelSet SetForWithThreadsSet(const KernelCall& call) {
-    if (!onednn_.Implementation(call).empty()) return KernelSet::kOneDnn;
-    if (DirectKernelTakes(call)) return KernelSet::kDirect;
-    return KernelSet::kReference;
-  }
-
   int threads_;
   OneDnnKernels onednn_;
 };

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "backends/cpu/cpu_isa.h"
 #include "backends/cpu/direct_kernels.h"
@@ -33,14 +32,13 @@ bool AllOfTheOutputsShape(const KernelCall& call) {
 // activations), in any order and counting from either end.
 bool ReducesAllButTheLastAxis(const KernelCall& call) {
   const int64_t rank = call.inputs[0].type->rank();
-  absl::StatusOr<ir::IntList> listed = call.node.attrs.GetInts("axes");
-  if (!listed.ok() || rank < 2) return false;
-  std::vector<int64_t> axes(listed->begin(), listed->end());
-  for (int64_t& axis : axes) axis = axis < 0 ? axis + rank : axis;
-  std::sort(axes.begin(), axes.end());
-  if (axes.size() != static_cast<size_t>(rank - 1)) return false;
+  absl::StatusOr<ir::IntList> axes = call.node.attrs.GetInts("axes");
+  if (!axes.ok() || rank < 2) return false;
+  for (int64_t& axis : *axes) axis = axis < 0 ? axis + rank : axis;
+  std::sort(axes->begin(), axes->end());
+  if (axes->size() != static_cast<size_t>(rank - 1)) return false;
   for (int64_t i = 0; i < rank - 1; ++i) {
-    if (axes[static_cast<size_t>(i)] != i) return false;
+    if ((*axes)[static_cast<size_t>(i)] != i) return false;
   }
   return true;
 }
