@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -480,6 +481,41 @@ TEST(Cli, BadIsaSwitchesAreOneLineErrors) {
   EXPECT_EQ(Spillway(train + " --backend reference", "SPILLWAY_DIRECT_KERNELS=avx3").exit_code, 0);
 }
 
+TEST(Cli, TrainTraceSetsTheMeasuredStepBesideTheSimulatedOne) {
+  const std::string trace = ::testing::TempDir() + "/spillway_cli_train_trace.json";
+  const CommandResult run = Spillway(
+      "train --model resnet18 --image 64 --base-width 8 --batch 4 --steps 2 --policy hybrid "
+      "--budget 3.5MiB --trace " +
+      trace);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("Trace        " + trace + " (step 2 measured"));
+  std::ifstream in(trace);
+  const nlohmann::json json = nlohmann::json::parse(in);
+  // Two processes with every kernel and copy of the Program on each: the
+  // measured step (its copies took time) and the simulated one.
+  std::map<int, std::string> processes;
+  std::map<std::pair<int, std::string>, int> events;  // (pid, category) -> count
+  for (const nlohmann::json& event : json.at("traceEvents")) {
+    const int pid = event.at("pid");
+    if (event.at("ph") == "M" && event.at("name") == "process_name") {
+      processes[pid] = event.at("args").at("name");
+    }
+    if (event.at("ph") == "X") ++events[std::pair(pid, event.at("cat").get<std::string>())];
+  }
+  ASSERT_EQ(processes.size(), 2u);
+  EXPECT_EQ(processes[1], "measured: hybrid on cpu, step 2");
+  EXPECT_EQ(processes[2], "simulated: hybrid on cpu");
+  for (const char* category : {"compute", "copy_to_host", "copy_to_device"}) {
+    const int measured = events[std::pair(1, std::string(category))];
+    EXPECT_GT(measured, 0) << category;
+    EXPECT_EQ(measured, (events[std::pair(2, std::string(category))])) << category;
+  }
+  const nlohmann::json& measured = json.at("otherData").at("processes").at(0);
+  EXPECT_GT(measured.at("step_time_ms").get<double>(), 0);
+  EXPECT_GT(measured.at("d2h_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(measured.at("d2h_bytes"), json.at("otherData").at("processes").at(1).at("d2h_bytes"));
+}
+
 TEST(Cli, TrainErrorsAreOneLine) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"train --model resnet18 --image 32 --save-every 5", "--save-every needs --save"},
@@ -489,7 +525,8 @@ TEST(Cli, TrainErrorsAreOneLine) {
             "the smallest arena it reaches is"},
            {"train --model gpt2 --layers 1 --d-model 16 --heads 2 --seq-len 8 --vocab 16 --data "
             "/nonexistent",
-            "'/nonexistent' is not a directory"}}) {
+            "'/nonexistent' is not a directory"},
+           {"train --model resnet18 --image 32 --trace /nonexistent/step.json", "/nonexistent"}}) {
     const CommandResult run = Spillway(args);
     EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.out;
     EXPECT_THAT(run.out, HasSubstr(message)) << args;

@@ -3,6 +3,7 @@
 // starts from the seed, an ONNX model from the weights in its file.
 #include <unistd.h>
 
+#include <array>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "fmt/ostream.h"
 #include "nlohmann/json.hpp"
 #include "planner/planner.h"
+#include "sim/chrome_trace.h"
 #include "support/file_io.h"
 #include "support/status_macros.h"
 #include "support/terminal.h"
@@ -33,6 +35,7 @@ struct TrainFlags {
   int64_t save_every = 0;
   std::string resume;
   std::string costs;  // a costs file to plan with (spillway profile)
+  std::string trace;  // a Chrome trace of the last step, measured beside simulated
   BackendFlags backend;
   int64_t log_every = 10;
   bool json = false;
@@ -105,6 +108,11 @@ void AddTrainFlags(CLI::App& command, TrainFlags& flags) {
                   "instead of the roofline's")
       ->check(NotEmpty());
   command
+      .add_option("--trace", flags.trace,
+                  "Write the last step as a Chrome trace (open in Perfetto): the measured "
+                  "streams beside the simulator's prediction of the same Program")
+      ->check(NotEmpty());
+  command
       .add_option("--log-every", flags.log_every,
                   "When output is not a terminal, print a progress line every K steps")
       ->check(PositiveInteger())
@@ -153,6 +161,9 @@ void PrintSummary(std::ostream& out, const TrainFlags& flags, const train::Train
   fmt::print(out, "Checksum     {}\n", summary.checksum);
   if (!flags.save.empty())
     fmt::print(out, "Checkpoint   {} (step {})\n", flags.save, summary.last_step);
+  if (!flags.trace.empty())
+    fmt::print(out, "Trace        {} (step {} measured, beside the simulated step)\n", flags.trace,
+               summary.last_step);
 }
 
 }  // namespace
@@ -171,6 +182,7 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     }
     // Before planning and training, not after them.
     if (!flags->save.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->save, "checkpoint"));
+    if (!flags->trace.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->trace, "trace"));
     ASSIGN_OR_RETURN(train::TrainerOptions options, session::MakeTrainerOptions(flags->request));
     ASSIGN_OR_RETURN(const session::Workload workload,
                      session::BuildWorkload(flags->request.workload));
@@ -213,7 +225,22 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     run.save_path = flags->save;
     run.save_every = flags->save_every;
     run.progress = &progress;
+    run.record_last_step = !flags->trace.empty();
     ASSIGN_OR_RETURN(const train::TrainingSummary summary, trainer->Run(run));
+    if (!flags->trace.empty()) {
+      const sim::SimulationResult measured =
+          trainer->AccountMeasuredStep(summary.last_step_timeline);
+      const planner::Evaluation& planned = trainer->plan().best;
+      const std::string what = fmt::format("{} on {}", summary.policy, flags->backend.backend);
+      const std::string measured_title =
+          fmt::format("measured: {}, step {}", what, summary.last_step);
+      const std::string simulated_title = fmt::format("simulated: {}", what);
+      const std::array<sim::TraceProcess, 2> processes = {
+          sim::TraceProcess{measured_title, &measured},
+          sim::TraceProcess{simulated_title, &planned.simulation}};
+      RETURN_IF_ERROR(WriteFileAtomically(
+          flags->trace, sim::ChromeTraceJson(planned.program, processes), "trace"));
+    }
     if (flags->json) {
       out << session::TrainingSummaryToJson(flags->request, options, flags->backend, *trainer,
                                             summary, {flags->resume, flags->save})

@@ -157,6 +157,11 @@ class Runtime::Impl {
 
     const StepOptions& options;
     const std::set<ir::ValueId> capture;
+    const Clock::time_point start = Clock::now();
+    // With StepOptions::record_timeline, one entry per instruction; each is
+    // written once, by the stream that runs it (a free by the stream that
+    // releases its bytes, with `mutex` held).
+    std::vector<InstructionTimes> timeline;
 
     std::mutex mutex;
     std::condition_variable changed;
@@ -459,6 +464,7 @@ absl::StatusOr<StepResult> Runtime::Impl::RunStep(const StepOptions& options) {
   }
 
   Step step(options, program_);
+  if (options.record_timeline) step.timeline.resize(program_.instructions.size());
   for (Stream stream : {Stream::kDeviceToHost, Stream::kHostToDevice}) {
     step.reached_commit[StreamIndex(stream)] = commit_position_[StreamIndex(stream)] == 0;
   }
@@ -507,6 +513,7 @@ absl::StatusOr<StepResult> Runtime::Impl::RunStep(const StepOptions& options) {
   result.peak_host_bytes = peak_host_bytes;
   result.captured = std::move(step.captured);
   result.node_seconds = std::move(step.stats[StreamIndex(Stream::kCompute)].node_seconds);
+  result.timeline = std::move(step.timeline);
   return result;
 }
 
@@ -524,8 +531,10 @@ void Runtime::Impl::RunStream(Stream stream, Step& step) {
       WaitForEvents(instruction.waits, stream, step);
       if (index == commit_index_) CommitBarrier(step);
       if (!step.failed) {
+        const double started_s = SecondsSince(step.start);
         absl::Status status = Execute(index, step);
         if (!status.ok()) Fail(step, Annotate(status, Describe(program_, index)));
+        if (!step.timeline.empty()) step.timeline[index] = {started_s, SecondsSince(step.start)};
       }
       Record(instruction.record, stream, step);
       if (!step.failed && !host_release_after_[index].empty()) {
@@ -727,6 +736,10 @@ void Runtime::Impl::ApplyFree(size_t index, Step& step) {
   if (buffer.bytes > 0) {
     step.resident.erase(buffer.offset);
     step.resident_bytes -= buffer.bytes;
+  }
+  if (!step.timeline.empty()) {
+    const double now_s = SecondsSince(step.start);
+    step.timeline[index] = {now_s, now_s};
   }
   if (free.record != kNoEvent) step.recorded[static_cast<size_t>(free.record)] = true;
 }

@@ -473,6 +473,57 @@ TEST(Runtime, StreamsWaitForTheEventsOfOthers) {
   }
 }
 
+TEST(Runtime, TheTimelineSaysWhenEachInstructionRanAndHonoursTheEvents) {
+  const ir::Graph graph =
+      ParseOrDie(TrainText({{"a", "spill"}, {"y", "recompute"}, {"s", "spill"}}));
+  const Program program = BuildOrDie(graph);
+  // A slow copy stream, so that frees wait for their spills and the
+  // compute stream for its fetches.
+  TestBackend backend;
+  backend.set_delay_us(Stream::kDeviceToHost, 2000);
+  backend.set_delay_us(Stream::kHostToDevice, 2000);
+  std::unique_ptr<Runtime> runtime = CreateOrDie(program, backend);
+  Initialize(graph, *runtime);
+  absl::StatusOr<StepResult> untimed = runtime->RunStep(StepOptions{});
+  ASSERT_TRUE(untimed.ok()) << StatusMessage(untimed.status());
+  EXPECT_TRUE(untimed->timeline.empty());
+  StepOptions recording;
+  recording.record_timeline = true;
+  absl::StatusOr<StepResult> timed = runtime->RunStep(recording);
+  ASSERT_TRUE(timed.ok()) << StatusMessage(timed.status());
+  const std::vector<InstructionTimes>& timeline = timed->timeline;
+  ASSERT_EQ(timeline.size(), program.instructions.size());
+
+  // When each event was recorded: the end of its instruction (a free's
+  // release is its one instant).
+  std::vector<double> recorded_s(static_cast<size_t>(program.num_events), -1);
+  std::array<double, program::kNumStreams> stream_end_s{};
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& instruction = program.instructions[i];
+    const InstructionTimes& times = timeline[i];
+    SCOPED_TRACE(::testing::Message() << "instruction " << i);
+    EXPECT_GE(times.start_s, 0);
+    EXPECT_LE(times.start_s, times.end_s);
+    EXPECT_LE(times.end_s, timed->seconds);
+    for (program::EventId wait : instruction.waits) {
+      EXPECT_GE(recorded_s[static_cast<size_t>(wait)], 0) << "an event recorded before it";
+      EXPECT_GE(times.start_s, recorded_s[static_cast<size_t>(wait)]);
+    }
+    if (instruction.record != program::kNoEvent) {
+      recorded_s[static_cast<size_t>(instruction.record)] = times.end_s;
+    }
+    if (instruction.kind == InstructionKind::kFree) continue;  // applied by whichever stream
+    // A stream runs its instructions one after the other, in program order.
+    double& end = stream_end_s[StreamIndex(instruction.stream)];
+    EXPECT_GE(times.start_s, end);
+    end = times.end_s;
+  }
+  // The delayed copies take their 2 ms.
+  for (size_t i : IndicesOf(program, InstructionKind::kCopyToHost)) {
+    EXPECT_GE(timeline[i].end_s - timeline[i].start_s, 2e-3);
+  }
+}
+
 // An asynchronous backend, shaped like a GPU: each stream is a queue that a
 // worker thread of its own drains. RunKernel, Copy, RecordEvent and WaitEvent
 // only enqueue; WaitEvent makes the queue wait for the latest record of the

@@ -13,8 +13,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kPid = 1;
-
 // Longer than program::StreamName: the track names are read by people who
 // have not seen the code.
 std::string_view TrackName(program::Stream stream) {
@@ -60,15 +58,15 @@ int64_t BufferBytes(const program::Program& program, program::BufferId id) {
   return program.buffer(id).bytes;
 }
 
-Json Metadata(std::string_view name, int tid, Json args) {
-  return Json{{"name", name}, {"ph", "M"}, {"pid", kPid}, {"tid", tid}, {"args", std::move(args)}};
+Json Metadata(int pid, std::string_view name, int tid, Json args) {
+  return Json{{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
 }
 
-Json InstructionEvent(const program::Program& program, const program::Instruction& instruction,
-                      const InstructionTiming& timing) {
+Json InstructionEvent(int pid, const program::Program& program,
+                      const program::Instruction& instruction, const InstructionTiming& timing) {
   using program::InstructionKind;
   Json event{{"cat", program::InstructionKindName(instruction.kind)},
-             {"pid", kPid},
+             {"pid", pid},
              {"tid", Tid(instruction.stream)},
              {"ts", Micros(timing.start_s)}};
   Json args{{"step", instruction.step}};
@@ -126,47 +124,72 @@ void Append(std::string& out, const Json& event, bool& first) {
   out += event.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// A timeline's figures, for "otherData".
+Json Figures(const SimulationResult& result) {
+  return Json{{"step_time_ms", Nanos(result.step_time_s) / 1e6},
+              {"peak_bytes", result.peak_bytes},
+              {"peak_time_ms", Nanos(result.peak_time_s) / 1e6},
+              {"d2h_bytes", result.d2h_bytes},
+              {"h2d_bytes", result.h2d_bytes}};
+}
+
 }  // namespace
 
 std::string ChromeTraceJson(const program::Program& program, const SimulationResult& result,
                             std::string_view title) {
-  SPILLWAY_CHECK(result.timings.size() == program.instructions.size(),
-                 "the result must come from simulating this program");
+  const TraceProcess process{title, &result};
+  return ChromeTraceJson(program, std::span<const TraceProcess>(&process, 1));
+}
+
+std::string ChromeTraceJson(const program::Program& program,
+                            std::span<const TraceProcess> processes) {
+  SPILLWAY_CHECK(!processes.empty(), "a trace shows at least one timeline");
   std::string out = "{\"traceEvents\":[";
   bool first = true;
+  for (size_t p = 0; p < processes.size(); ++p) {
+    const SimulationResult& result = *processes[p].result;
+    SPILLWAY_CHECK(result.timings.size() == program.instructions.size(),
+                   "each timeline must be of this program (one timing per instruction)");
+    const int pid = static_cast<int>(p) + 1;
+    Append(out, Metadata(pid, "process_name", 0, {{"name", processes[p].title}}), first);
+    Append(out, Metadata(pid, "process_sort_index", 0, {{"sort_index", p}}), first);
+    for (int s = 0; s < program::kNumStreams; ++s) {
+      const auto stream = static_cast<program::Stream>(s);
+      Append(out, Metadata(pid, "thread_name", Tid(stream), {{"name", TrackName(stream)}}), first);
+      Append(out, Metadata(pid, "thread_sort_index", Tid(stream), {{"sort_index", s}}), first);
+    }
 
-  Append(out, Metadata("process_name", 0, {{"name", title}}), first);
-  Append(out, Metadata("process_sort_index", 0, {{"sort_index", 0}}), first);
-  for (int s = 0; s < program::kNumStreams; ++s) {
-    const auto stream = static_cast<program::Stream>(s);
-    Append(out, Metadata("thread_name", Tid(stream), {{"name", TrackName(stream)}}), first);
-    Append(out, Metadata("thread_sort_index", Tid(stream), {{"sort_index", s}}), first);
-  }
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      Append(out, InstructionEvent(pid, program, program.instructions[i], result.timings[i]),
+             first);
+    }
 
-  for (size_t i = 0; i < program.instructions.size(); ++i) {
-    Append(out, InstructionEvent(program, program.instructions[i], result.timings[i]), first);
-  }
-
-  // Every point, including several at one instant: collapsing them would hide
-  // a momentary peak, and the peak is what the plot is for.
-  for (const MemoryPoint& point : result.memory) {
-    Append(out,
-           Json{{"name", "device memory"},
-                {"ph", "C"},
-                {"pid", kPid},
-                {"tid", 0},
-                {"ts", Micros(point.time_s)},
-                {"args", {{"allocated", point.bytes}}}},
-           first);
+    // Every point, including several at one instant: collapsing them would
+    // hide a momentary peak, and the peak is what the plot is for.
+    for (const MemoryPoint& point : result.memory) {
+      Append(out,
+             Json{{"name", "device memory"},
+                  {"ph", "C"},
+                  {"pid", pid},
+                  {"tid", 0},
+                  {"ts", Micros(point.time_s)},
+                  {"args", {{"allocated", point.bytes}}}},
+             first);
+    }
   }
 
   out += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
-  const Json other{{"step_time_ms", Nanos(result.step_time_s) / 1e6},
-                   {"peak_bytes", result.peak_bytes},
-                   {"peak_time_ms", Nanos(result.peak_time_s) / 1e6},
-                   {"arena_bytes", program.arena_bytes},
-                   {"d2h_bytes", result.d2h_bytes},
-                   {"h2d_bytes", result.h2d_bytes}};
+  Json other = Figures(*processes.front().result);
+  other["arena_bytes"] = program.arena_bytes;
+  if (processes.size() > 1) {
+    Json all = Json::array();
+    for (const TraceProcess& process : processes) {
+      Json figures = Figures(*process.result);
+      figures["title"] = process.title;
+      all.push_back(std::move(figures));
+    }
+    other["processes"] = std::move(all);
+  }
   out += other.dump();
   out += "\n}\n";
   return out;

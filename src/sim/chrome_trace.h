@@ -21,6 +21,7 @@
 // "otherData" carries the step time, the peak and the copied bytes.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,5 +34,20 @@ namespace spillway::sim {
 // The JSON has one event a line, so large traces stay greppable and diffable.
 std::string ChromeTraceJson(const program::Program& program, const SimulationResult& result,
                             std::string_view title);
+
+// One timeline of a trace with several: its process's name and its timings
+// (simulated, or measured and accounted by Simulator::Account).
+struct TraceProcess {
+  std::string_view title;
+  const SimulationResult* result = nullptr;
+};
+
+// Several timelines of one Program side by side, one process each (pid 1, 2,
+// ... in the order given), laid out as above: a measured step beside the
+// simulator's prediction of it, on the same time axis. "otherData" carries
+// the first timeline's figures as above and, under "processes", every
+// timeline's (its title, step time, peak and copied bytes).
+std::string ChromeTraceJson(const program::Program& program,
+                            std::span<const TraceProcess> processes);
 
 }  // namespace spillway::sim

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -233,6 +236,51 @@ TEST(ChromeTraceTest, ProcessAndThreadsAreNamedAndSorted) {
                                         std::pair{2, std::string("d2h (device to host)")},
                                         std::pair{3, std::string("h2d (host to device)")}));
   EXPECT_THAT(sort_index, ElementsAre(std::pair{1, 0}, std::pair{2, 1}, std::pair{3, 2}));
+}
+
+TEST(ChromeTraceTest, SeveralTimelinesAreProcessesSideBySide) {
+  // The fixture's timeline, and the same Program twice as slow (a measured
+  // step beside its prediction): one process each, in the order given, with
+  // the same tracks, every instruction on each, and each one's figures.
+  Fixture f;
+  SimulationResult slower = f.result;
+  for (InstructionTiming& timing : slower.timings) {
+    timing.start_s *= 2;
+    timing.end_s *= 2;
+  }
+  slower.step_time_s *= 2;
+  const std::array<TraceProcess, 2> processes = {TraceProcess{"measured", &slower},
+                                                 TraceProcess{"simulated", &f.result}};
+  const json trace = Parse(ChromeTraceJson(f.program, processes));
+  std::map<int, std::string> process_names;
+  std::map<int, int> complete_events;
+  std::map<int, double> last_end_us;
+  for (const json& event : trace.at("traceEvents")) {
+    const int pid = event.at("pid");
+    if (event.at("ph") == "M" && event.at("name") == "process_name") {
+      process_names[pid] = event.at("args").at("name");
+    }
+    if (event.at("ph") == "X") {
+      ++complete_events[pid];
+      last_end_us[pid] =
+          std::max(last_end_us[pid], event.at("ts").get<double>() + event.at("dur").get<double>());
+    }
+  }
+  EXPECT_THAT(process_names, ElementsAre(std::pair{1, std::string("measured")},
+                                         std::pair{2, std::string("simulated")}));
+  EXPECT_THAT(complete_events, ElementsAre(std::pair{1, 5}, std::pair{2, 5}));
+  EXPECT_DOUBLE_EQ(last_end_us[1], 2 * last_end_us[2]);
+  const json& other = trace.at("otherData");
+  EXPECT_DOUBLE_EQ(other.at("step_time_ms").get<double>(), 8.5);  // the first timeline's
+  ASSERT_THAT(other.at("processes"), SizeIs(2));
+  EXPECT_EQ(other.at("processes")[0].at("title"), "measured");
+  EXPECT_DOUBLE_EQ(other.at("processes")[0].at("step_time_ms").get<double>(), 8.5);
+  EXPECT_EQ(other.at("processes")[1].at("title"), "simulated");
+  EXPECT_DOUBLE_EQ(other.at("processes")[1].at("step_time_ms").get<double>(), 4.25);
+  // One timeline alone is the single-process trace, with no list.
+  const json single = Parse(ChromeTraceJson(f.program, std::span(processes).last(1)));
+  EXPECT_FALSE(single.at("otherData").contains("processes"));
+  EXPECT_EQ(single.dump(), Parse(ChromeTraceJson(f.program, f.result, "simulated")).dump());
 }
 
 TEST(ChromeTraceTest, AllocsAndFreesAreInstantEventsOnTheirStream) {

@@ -188,6 +188,18 @@ SimulationResult Simulator::Run(const program::Program& program) const {
   return result;
 }
 
+SimulationResult Simulator::Account(const program::Program& program,
+                                    std::span<const InstructionTiming> timings) const {
+  SPILLWAY_CHECK(program.graph == &graph_, "a simulator accounts programs of its own graph");
+  SPILLWAY_CHECK(timings.size() == program.instructions.size(), "one timing per instruction");
+  SimulationResult result;
+  Timekeeper keeper(*this, program, Detail::kFull, result);
+  for (size_t i = 0; i < timings.size(); ++i)
+    keeper.Finish(i, timings[i].start_s, timings[i].end_s);
+  keeper.FinishMemoryCurve();
+  return result;
+}
+
 double Simulator::SecondsAlone(const program::Program& program,
                                const Instruction& instruction) const {
   switch (instruction.kind) {

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "analysis/cost_model.h"
@@ -79,6 +80,13 @@ class Simulator {
   // Run's step time and per-instruction timings, without the memory curve or
   // what the stalls waited for.
   SimulationResult Timeline(const program::Program& program) const;
+  // Run's accounting (stream statistics, copied bytes, the memory curve,
+  // what the compute stream's stalls waited for) of a step whose instruction
+  // times were measured instead: one timing per instruction, each stream's
+  // in program order. A measured step then reads like a simulated one, on a
+  // trace or beside it.
+  SimulationResult Account(const program::Program& program,
+                           std::span<const InstructionTiming> timings) const;
 
   double node_seconds(ir::NodeId node) const { return node_seconds_[static_cast<size_t>(node)]; }
   double copy_seconds(int64_t bytes, analysis::CopyDirection direction) const {

@@ -863,6 +863,74 @@ TEST(Simulator, ContentionAloneTimesEveryProgramAsTheOnePassDoes) {
   EXPECT_EQ(compared, 54);
 }
 
+TEST(Simulator, AccountingARunsOwnTimesGivesBackTheRun) {
+  // Account is Run's bookkeeping without Run's clock: handed the timings a
+  // run produced, it must give back every figure of that run (stalls and
+  // what they waited for, busy time, bytes, FLOPs, the memory curve and its
+  // peak), on every pin combination of the chain, with contention too.
+  const FakeCostModel independent(kChainSeconds, 128, 96);
+  const FakeCostModel contended(kChainSeconds, 128, 96, -1,
+                                {.compute_slowdown = 0.5, .copy_slowdown = 0.25});
+  int compared = 0;
+  ForEveryPinnedChainProgram([&](const ir::Graph& graph, const Program& program, int engines) {
+    for (const FakeCostModel* cost : {&independent, &contended}) {
+      const Simulator simulator(graph, *cost, SimulatorOptions{.copy_engines = engines});
+      const SimulationResult run = simulator.Run(program);
+      const SimulationResult accounted = simulator.Account(program, run.timings);
+      EXPECT_EQ(accounted.step_time_s, run.step_time_s);
+      for (size_t s = 0; s < run.streams.size(); ++s) {
+        EXPECT_EQ(accounted.streams[s].busy_s, run.streams[s].busy_s) << s;
+        EXPECT_EQ(accounted.streams[s].stall_s, run.streams[s].stall_s) << s;
+        EXPECT_EQ(accounted.streams[s].instructions, run.streams[s].instructions) << s;
+      }
+      EXPECT_EQ(accounted.compute_stalls.fetch_s, run.compute_stalls.fetch_s);
+      EXPECT_EQ(accounted.compute_stalls.memory_s, run.compute_stalls.memory_s);
+      EXPECT_EQ(accounted.compute_stalls.spill_s, run.compute_stalls.spill_s);
+      EXPECT_EQ(accounted.d2h_bytes, run.d2h_bytes);
+      EXPECT_EQ(accounted.h2d_bytes, run.h2d_bytes);
+      EXPECT_EQ(accounted.recompute_flops, run.recompute_flops);
+      EXPECT_EQ(accounted.recompute_s, run.recompute_s);
+      EXPECT_EQ(accounted.peak_bytes, run.peak_bytes);
+      EXPECT_EQ(accounted.peak_time_s, run.peak_time_s);
+      ASSERT_EQ(accounted.memory.size(), run.memory.size());
+      for (size_t k = 0; k < run.memory.size(); ++k) {
+        EXPECT_EQ(accounted.memory[k].time_s, run.memory[k].time_s) << k;
+        EXPECT_EQ(accounted.memory[k].bytes, run.memory[k].bytes) << k;
+      }
+      ++compared;
+    }
+  });
+  EXPECT_EQ(compared, 108);
+}
+
+TEST(Simulator, AccountingMeasuredTimesChargesTheGapsAsStalls) {
+  // Times that no cost model gave: the chain's keep-everything Program with
+  // every instruction 1 s long, one after the other, and 2 s of idle before
+  // the last compute. The compute stream's stall is those 2 s (nothing it
+  // waits for is late, so "other"), its busy time one second per compute,
+  // and the step ends with the last instruction.
+  const ir::Graph graph = ParseOrDie(ChainText());
+  const Program program = BuildChainProgram(graph, program::Plan("keep", graph));
+  const FakeCostModel cost(kChainSeconds, kOneKiBPerSecond, kOneKiBPerSecond);
+  const Simulator simulator(graph, cost);
+  std::vector<InstructionTiming> timings(program.instructions.size());
+  std::vector<size_t> computes = IndicesOf(program, InstructionKind::kCompute);
+  ASSERT_GE(computes.size(), 2u);
+  double now = 0;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const bool compute = program.instructions[i].kind == InstructionKind::kCompute;
+    if (i == computes.back()) now += 2;
+    timings[i] = {now, compute ? now + 1 : now};
+    if (compute) now += 1;
+  }
+  const SimulationResult result = simulator.Account(program, timings);
+  EXPECT_DOUBLE_EQ(result.streams[kCompute].busy_s, static_cast<double>(computes.size()));
+  EXPECT_DOUBLE_EQ(result.streams[kCompute].stall_s, 2);
+  EXPECT_DOUBLE_EQ(result.compute_stalls.other_s, 2);
+  EXPECT_DOUBLE_EQ(result.step_time_s, now);
+  EXPECT_EQ(result.d2h_bytes, 0);
+}
+
 // ---------------------------------------------------------------------------
 // Invariants.
 

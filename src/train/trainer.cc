@@ -53,9 +53,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
                      analysis::MakeMeasuredCostModel(*options.costs, graph, std::move(cost_model)));
     cost_model = std::move(measured.model);
   }
+  trainer->cost_model_ = std::move(cost_model);
   planner::PlannerOptions planner_options = options.planner;
   planner_options.budget_bytes = options.budget_bytes;
-  planner::PlanningContext context(graph, *cost_model, options.hardware, planner_options);
+  planner::PlanningContext context(graph, *trainer->cost_model_, options.hardware, planner_options);
   ASSIGN_OR_RETURN(std::unique_ptr<planner::Policy> policy, planner::MakePolicy(options.policy));
   ASSIGN_OR_RETURN(trainer->plan_, planner::RunPolicy(*policy, context));
   if (!trainer->plan_.feasible) {
@@ -82,12 +83,26 @@ absl::Status Trainer::WriteAdamStep() {
   return runtime_->Write(counter, std::as_bytes(std::span(&value, 1)));
 }
 
-absl::StatusOr<StepStats> Trainer::Step(bool time_nodes) {
+sim::SimulationResult Trainer::AccountMeasuredStep(
+    std::span<const runtime::InstructionTimes> timeline) const {
+  std::vector<sim::InstructionTiming> timings;
+  timings.reserve(timeline.size());
+  for (const runtime::InstructionTimes& times : timeline) {
+    timings.push_back({times.start_s, times.end_s});
+  }
+  const sim::Simulator simulator(
+      training_->graph, *cost_model_,
+      sim::SimulatorOptions{.copy_engines = options_.hardware.copy_engines});
+  return simulator.Account(plan_.best.program, timings);
+}
+
+absl::StatusOr<StepStats> Trainer::Step(bool time_nodes, bool record_timeline) {
   ASSIGN_OR_RETURN(Batch batch, data_->BatchForStep(step_));
   for (const auto& [value, bytes] : batch.inputs) RETURN_IF_ERROR(runtime_->Write(value, bytes));
   runtime::StepOptions step_options;
   step_options.step = static_cast<uint64_t>(step_);
   step_options.time_nodes = time_nodes;
+  step_options.record_timeline = record_timeline;
   StepStats stats;
   ASSIGN_OR_RETURN(stats.result, runtime_->RunStep(step_options));
   float loss = 0;
@@ -118,7 +133,8 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const RunOptions& options) {
   double seconds = 0;
   double recompute_seconds = 0;
   for (int64_t i = 0; i < options.steps; ++i) {
-    ASSIGN_OR_RETURN(const StepStats stats, Step());
+    const bool last = i + 1 == options.steps;
+    ASSIGN_OR_RETURN(StepStats stats, Step(/*time_nodes=*/false, last && options.record_last_step));
     const runtime::StepResult& result = stats.result;
     summary.losses.push_back(stats.loss);
     summary.step_seconds.push_back(result.seconds);
@@ -140,7 +156,7 @@ absl::StatusOr<TrainingSummary> Trainer::Run(const RunOptions& options) {
                                 .arena_high_water = result.arena_high_water,
                                 .bytes_to_host = result.bytes_to_host});
     }
-    const bool last = i + 1 == options.steps;
+    if (last) summary.last_step_timeline = std::move(stats.result.timeline);
     const bool periodic = options.save_every > 0 && stats.step % options.save_every == 0;
     if (!options.save_path.empty() && (last || periodic)) {
       RETURN_IF_ERROR(Save(options.save_path));

@@ -13,10 +13,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "analysis/cost_model.h"
 #include "analysis/costs_file.h"
 #include "analysis/hardware.h"
 #include "autodiff/training_graph.h"
@@ -24,6 +26,7 @@
 #include "ir/graph.h"
 #include "planner/planner.h"
 #include "runtime/runtime.h"
+#include "sim/simulator.h"
 #include "train/data.h"
 #include "train/initializer.h"
 #include "train/progress.h"
@@ -76,6 +79,8 @@ struct TrainingSummary {
   int64_t peak_host_bytes = 0;
   int64_t bytes_to_host_per_step = 0;
   int64_t bytes_to_device_per_step = 0;
+  // With RunOptions::record_last_step: the last step's instruction times.
+  std::vector<runtime::InstructionTimes> last_step_timeline;
   double mean_step_s = 0;
   double mean_recompute_s = 0;
   double samples_per_s = 0;
@@ -92,6 +97,9 @@ struct RunOptions {
   // fails with absl::CancelledError naming the last step done (Ctrl-C in the
   // Python module).
   std::function<bool()> interrupted = nullptr;
+  // Record when each instruction of the last step ran
+  // (TrainingSummary::last_step_timeline).
+  bool record_last_step = false;
 };
 
 class Trainer {
@@ -114,7 +122,7 @@ class Trainer {
 
   // Runs one step on the next batch; `time_nodes` times every node it runs
   // (StepResult::node_seconds).
-  absl::StatusOr<StepStats> Step(bool time_nodes = false);
+  absl::StatusOr<StepStats> Step(bool time_nodes = false, bool record_timeline = false);
 
   // Runs options.steps steps, saving as asked, and summarizes them.
   absl::StatusOr<TrainingSummary> Run(const RunOptions& options);
@@ -133,6 +141,11 @@ class Trainer {
   // runtime had prepared them (Backend::KernelSummary); empty where the
   // backend says nothing.
   const std::string& kernels() const { return kernels_; }
+  // A measured step of the plan's Program (StepResult::timeline) accounted as
+  // the simulator accounts a simulated one, with the cost model the plan was
+  // made with: to set beside plan().best.simulation on a trace.
+  sim::SimulationResult AccountMeasuredStep(
+      std::span<const runtime::InstructionTimes> timeline) const;
 
  private:
   Trainer() = default;
@@ -140,6 +153,7 @@ class Trainer {
 
   TrainerOptions options_;
   std::unique_ptr<autodiff::TrainingGraph> training_;
+  std::unique_ptr<const analysis::CostModel> cost_model_;  // what the plan was costed with
   planner::PlanResult plan_;
   TaskInfo task_;
   std::unique_ptr<DataSource> data_;
