@@ -3,7 +3,6 @@
 // starts from the seed, an ONNX model from the weights in its file.
 #include <unistd.h>
 
-#include <array>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -18,7 +17,6 @@
 #include "fmt/ostream.h"
 #include "nlohmann/json.hpp"
 #include "planner/planner.h"
-#include "sim/chrome_trace.h"
 #include "support/file_io.h"
 #include "support/status_macros.h"
 #include "support/terminal.h"
@@ -228,18 +226,8 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     run.record_last_step = !flags->trace.empty();
     ASSIGN_OR_RETURN(const train::TrainingSummary summary, trainer->Run(run));
     if (!flags->trace.empty()) {
-      const sim::SimulationResult measured =
-          trainer->AccountMeasuredStep(summary.last_step_timeline);
-      const planner::Evaluation& planned = trainer->plan().best;
-      const std::string what = fmt::format("{} on {}", summary.policy, flags->backend.backend);
-      const std::string measured_title =
-          fmt::format("measured: {}, step {}", what, summary.last_step);
-      const std::string simulated_title = fmt::format("simulated: {}", what);
-      const std::array<sim::TraceProcess, 2> processes = {
-          sim::TraceProcess{measured_title, &measured},
-          sim::TraceProcess{simulated_title, &planned.simulation}};
       RETURN_IF_ERROR(WriteFileAtomically(
-          flags->trace, sim::ChromeTraceJson(planned.program, processes), "trace"));
+          flags->trace, session::TrainingTraceJson(*trainer, summary, flags->backend), "trace"));
     }
     if (flags->json) {
       out << session::TrainingSummaryToJson(flags->request, options, flags->backend, *trainer,

@@ -568,6 +568,7 @@ struct TrainKeywords {
   std::optional<std::string> save;
   int64_t save_every;
   std::optional<std::string> resume;
+  std::optional<std::string> trace;
   int threads;
   bool progress;
 };
@@ -580,6 +581,7 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
     Raise(absl::InvalidArgumentError("--save-every needs --save PATH"));
   }
   if (keywords.save) Check(CheckOutputPath(*keywords.save, "checkpoint"));
+  if (keywords.trace) Check(CheckOutputPath(*keywords.trace, "trace"));
   session::TrainingRequest request;
   request.workload = workload.spec;
   request.hardware = planning.hardware;
@@ -648,7 +650,13 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
         run.save_every = keywords.save_every;
         run.progress = keywords.progress ? &progress : nullptr;
         run.interrupted = PythonInterrupted;
+        run.record_last_step = keywords.trace.has_value();
         ran = trainer->Run(run);
+        if (ran.ok() && keywords.trace) {
+          absl::Status written = WriteFileAtomically(
+              *keywords.trace, session::TrainingTraceJson(*trainer, *ran, backend_spec), "trace");
+          if (!written.ok()) ran = written;
+        }
       } else {
         ran = resumed;
       }
@@ -828,11 +836,13 @@ PYBIND11_MODULE(_spillway, m) {
           const std::string& hardware, const std::optional<std::string>& budget,
           const std::string& optimizer, const std::optional<double>& lr, double momentum,
           double weight_decay, const py::object& data, const std::optional<std::string>& save,
-          int64_t save_every, const std::optional<std::string>& resume, int threads,
+          int64_t save_every, const std::optional<std::string>& resume,
+          const std::optional<std::string>& trace, int threads,
           const std::optional<std::string>& costs, int max_evaluations, int refine_passes,
           double time_limit, int plan_threads, const std::string& backward_order, bool progress) {
-        const TrainKeywords keywords{steps, policy, optimizer,  lr,     momentum, weight_decay,
-                                     data,  save,   save_every, resume, threads,  progress};
+        const TrainKeywords keywords{steps,        policy,  optimizer, lr,         momentum,
+                                     weight_decay, data,    save,      save_every, resume,
+                                     trace,        threads, progress};
         return Train(
             workload, keywords,
             planning_keywords(hardware, budget, optimizer, "fp32", false, costs, max_evaluations,
@@ -842,8 +852,10 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("hardware") = "cpu", py::arg("budget") = py::none(), py::arg("optimizer") = "sgd",
       py::arg("lr") = py::none(), py::arg("momentum") = 0.9, py::arg("weight_decay") = 0.0,
       py::arg("data") = "synthetic", py::arg("save") = py::none(), py::arg("save_every") = 0,
-      py::arg("resume") = py::none(), py::arg("threads") = 2, py::arg("costs") = py::none(),
-      py::arg("max_evaluations") = 0, py::arg("refine_passes") = 2, py::arg("time_limit") = 300.0,
-      py::arg("plan_threads") = 0, py::arg("backward_order") = "auto", py::arg("progress") = false,
-      "Train on the CPU backend under a budget, as the policy plans it: `spillway train`.");
+      py::arg("resume") = py::none(), py::arg("trace") = py::none(), py::arg("threads") = 2,
+      py::arg("costs") = py::none(), py::arg("max_evaluations") = 0, py::arg("refine_passes") = 2,
+      py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0,
+      py::arg("backward_order") = "auto", py::arg("progress") = false,
+      "Train on the CPU backend under a budget, as the policy plans it: `spillway train`; "
+      "trace='step.json' writes the last step measured beside the simulated one.");
 }

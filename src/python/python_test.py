@@ -145,6 +145,21 @@ def test_train_is_bitwise_the_cli_train(tmp_path):
     assert resumed.checksum == run.checksum
 
 
+def test_train_writes_the_last_step_beside_its_prediction(tmp_path):
+    trace = tmp_path / "step.json"
+    run = spillway.train(spillway.Workload(**SMALL), steps=2, budget=BUDGET, trace=str(trace))
+    with open(trace) as f:
+        events = json.load(f)
+    names = {e["pid"]: e["args"]["name"] for e in events["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {1: "measured: hybrid on cpu, step 2", 2: "simulated: hybrid on cpu"}
+    measured, simulated = events["otherData"]["processes"]
+    # The plan spills at this budget: both timelines copy the same bytes.
+    assert measured["d2h_bytes"] == simulated["d2h_bytes"] == run.bytes_to_host_per_step > 0
+    with pytest.raises(spillway.Error, match="trace"):
+        spillway.train(spillway.Workload(**SMALL), steps=1, trace="/nonexistent/step.json")
+
+
 def test_train_returns_parameters_and_buffers():
     run = spillway.train(spillway.Workload(**SMALL), steps=1)
     again = spillway.train(spillway.Workload(**SMALL), steps=1)

@@ -1,8 +1,11 @@
 #include "session/training.h"
 
+#include <array>
+
 #include "backends/cpu/cpu_isa.h"
 #include "backends/registry.h"
 #include "fmt/format.h"
+#include "sim/chrome_trace.h"
 #include "support/status_macros.h"
 
 namespace spillway::session {
@@ -143,6 +146,19 @@ nlohmann::ordered_json TrainingSummaryToJson(const TrainingRequest& request,
       {"checkpoint", path_or_null(files.checkpoint)},
   });
   return json;
+}
+
+std::string TrainingTraceJson(const train::Trainer& trainer, const train::TrainingSummary& summary,
+                              const BackendSpec& backend) {
+  const sim::SimulationResult measured = trainer.AccountMeasuredStep(summary.last_step_timeline);
+  const planner::Evaluation& planned = trainer.plan().best;
+  const std::string what = fmt::format("{} on {}", summary.policy, backend.backend);
+  const std::string measured_title = fmt::format("measured: {}, step {}", what, summary.last_step);
+  const std::string simulated_title = fmt::format("simulated: {}", what);
+  const std::array<sim::TraceProcess, 2> processes = {
+      sim::TraceProcess{measured_title, &measured},
+      sim::TraceProcess{simulated_title, &planned.simulation}};
+  return sim::ChromeTraceJson(planned.program, processes);
 }
 
 }  // namespace spillway::session
