@@ -169,6 +169,12 @@ struct RecomputeOptions {
   // Plans that rebuild whole blocks between forward cuts (BlockCheckpoints)
   // are tried for this many shares of the blocks: 1/n, 2/n, ..., all.
   int block_shares = 16;
+  // Passes of keeping back: from the fastest plan that fits, each rebuilt
+  // tensor is tried kept, the most rebuild time per byte first, and stays
+  // kept if the plan still fits and is faster. The families above move in
+  // steps (a share of blocks, a grid point); this fills the budgets between
+  // two of their plans, where the faster one does not fit yet. 0: none.
+  int keep_back_passes = 1;
 };
 
 // Recomputation only: Chen et al.'s checkpoints — every sqrt(n)-th saved
@@ -213,7 +219,18 @@ class RecomputePolicy final : public Policy {
   static program::Plan ChainCheckpoints(const PlanningContext& context, int64_t chain_limit_bytes,
                                         const Options& options = {});
 
+  // What Run does after its families (Options::keep_back_passes): replaces
+  // `best`, a plan that fits, with the faster of the plans kept back from it
+  // and from the plan that rebuilds every block, if faster. True if the
+  // wall-clock safety net stopped it. `hybrid` races the families' plan and
+  // sets this one beside the race's result.
+  absl::StatusOr<bool> ImproveByKeepingBack(PlanningContext& context, Evaluation& best) const;
+
  private:
+  // Options::keep_back_passes over `best`, which fits; true if the
+  // wall-clock safety net stopped it.
+  absl::StatusOr<bool> KeepBack(PlanningContext& context, Evaluation& best) const;
+
   Options options_;
 };
 

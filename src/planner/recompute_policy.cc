@@ -296,8 +296,61 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
       }
     }
   }
+  if (context.Fits(*best)) {
+    ASSIGN_OR_RETURN(const bool stopped, ImproveByKeepingBack(context, *best));
+    result.hit_time_limit = result.hit_time_limit || stopped;
+  }
   result.best = *std::move(best);
   return result;
+}
+
+absl::StatusOr<bool> RecomputePolicy::ImproveByKeepingBack(PlanningContext& context,
+                                                           Evaluation& best) const {
+  if (options_.keep_back_passes <= 0) return false;
+  // Kept back from two plans: the fastest that fits, and the one that
+  // rebuilds every block (the most memory to spare). From the first alone
+  // the result depends on which family's plan happened to fit the budget,
+  // and a budget a little larger could end slower; from the second the
+  // greedy adds tensors back in one order whatever the budget.
+  std::vector<Evaluation> starts = {best};
+  ASSIGN_OR_RETURN(Evaluation all_blocks, context.Evaluate(BlockCheckpoints(context, 1.0)));
+  if (context.Fits(all_blocks)) starts.push_back(std::move(all_blocks));
+  for (Evaluation& start : starts) {
+    ASSIGN_OR_RETURN(const bool stopped, KeepBack(context, start));
+    if (Better(start, best, context.budget_bytes())) best = std::move(start);
+    if (stopped) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<bool> RecomputePolicy::KeepBack(PlanningContext& context, Evaluation& best) const {
+  // The rebuilt tensors, the most rebuild time per byte first: keeping
+  // those back saves the most time for the memory it costs.
+  std::vector<std::pair<double, ir::ValueId>> rebuilt;
+  for (const autodiff::SavedTensor& tensor : context.saved()) {
+    if (best.plan.decision(tensor.value) != program::Decision::kRecompute) continue;
+    const double seconds = context.simulator().node_seconds(tensor.producer);
+    rebuilt.emplace_back(seconds / static_cast<double>(std::max<int64_t>(tensor.bytes, 1)),
+                         tensor.value);
+  }
+  std::stable_sort(rebuilt.begin(), rebuilt.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int pass = 0; pass < options_.keep_back_passes; ++pass) {
+    bool improved = false;
+    for (const auto& [per_byte, value] : rebuilt) {
+      if (best.plan.decision(value) != program::Decision::kRecompute) continue;
+      if (context.PastTimeLimit()) return true;
+      program::Plan trial = best.plan;
+      trial.Keep(value);
+      ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
+                       context.EvaluateIfBetter(std::move(trial), best.step_time_s()));
+      if (!faster) continue;
+      best = *std::move(faster);
+      improved = true;
+    }
+    if (!improved) break;
+  }
+  return false;
 }
 
 }  // namespace spillway::planner
