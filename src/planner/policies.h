@@ -169,9 +169,10 @@ struct RecomputeOptions {
   // Plans that rebuild whole blocks between forward cuts (BlockCheckpoints)
   // are tried for this many shares of the blocks: 1/n, 2/n, ..., all.
   int block_shares = 16;
-  // Passes of keeping back: from the fastest plan that fits, each rebuilt
-  // tensor is tried kept, the most rebuild time per byte first, and stays
-  // kept if the plan still fits and is faster. The families above move in
+  // Passes of keeping back: from the plan that rebuilds every block (or the
+  // fastest plan that fits, where that one does not), each rebuilt tensor is
+  // tried kept, the most rebuild time per byte first, and stays kept if the
+  // plan still fits and is faster. The families above move in
   // steps (a share of blocks, a grid point); this fills the budgets between
   // two of their plans, where the faster one does not fit yet. 0: none.
   int keep_back_passes = 1;
@@ -220,10 +221,10 @@ class RecomputePolicy final : public Policy {
                                         const Options& options = {});
 
   // What Run does after its families (Options::keep_back_passes): replaces
-  // `best`, a plan that fits, with the faster of the plans kept back from it
-  // and from the plan that rebuilds every block, if faster. True if the
-  // wall-clock safety net stopped it. `hybrid` races the families' plan and
-  // sets this one beside the race's result.
+  // `best`, a plan that fits, with the plan kept back from the one that
+  // rebuilds every block (or from `best` where that does not fit), if that
+  // is faster. True if the wall-clock safety net stopped it. `hybrid` races
+  // the families' plan and sets this one beside the race's result.
   absl::StatusOr<bool> ImproveByKeepingBack(PlanningContext& context, Evaluation& best) const;
 
  private:

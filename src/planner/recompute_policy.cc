@@ -307,20 +307,18 @@ absl::StatusOr<PlanResult> RecomputePolicy::Run(PlanningContext& context) {
 absl::StatusOr<bool> RecomputePolicy::ImproveByKeepingBack(PlanningContext& context,
                                                            Evaluation& best) const {
   if (options_.keep_back_passes <= 0) return false;
-  // Kept back from two plans: the fastest that fits, and the one that
-  // rebuilds every block (the most memory to spare). From the first alone
-  // the result depends on which family's plan happened to fit the budget,
-  // and a budget a little larger could end slower; from the second the
-  // greedy adds tensors back in one order whatever the budget.
-  std::vector<Evaluation> starts = {best};
-  ASSIGN_OR_RETURN(Evaluation all_blocks, context.Evaluate(BlockCheckpoints(context, 1.0)));
-  if (context.Fits(all_blocks)) starts.push_back(std::move(all_blocks));
-  for (Evaluation& start : starts) {
-    ASSIGN_OR_RETURN(const bool stopped, KeepBack(context, start));
-    if (Better(start, best, context.budget_bytes())) best = std::move(start);
-    if (stopped) return true;
-  }
-  return false;
+  // Kept back from the plan that rebuilds every block where it fits: it
+  // has the most memory to spare, and from it the tensors come back in the
+  // same order whatever the budget, so that more budget keeps more back
+  // (from the fastest plan that fits, the start would change with the
+  // budget, and so would where the greedy ends). Where it does not fit,
+  // from the fastest plan that does. The result replaces `best` only if it
+  // is faster.
+  ASSIGN_OR_RETURN(Evaluation start, context.Evaluate(BlockCheckpoints(context, 1.0)));
+  if (!context.Fits(start)) start = best;
+  ASSIGN_OR_RETURN(const bool stopped, KeepBack(context, start));
+  if (Better(start, best, context.budget_bytes())) best = std::move(start);
+  return stopped;
 }
 
 absl::StatusOr<bool> RecomputePolicy::KeepBack(PlanningContext& context, Evaluation& best) const {
