@@ -226,8 +226,9 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     run.record_last_step = !flags->trace.empty();
     ASSIGN_OR_RETURN(const train::TrainingSummary summary, trainer->Run(run));
     if (!flags->trace.empty()) {
-      RETURN_IF_ERROR(WriteFileAtomically(
-          flags->trace, session::TrainingTraceJson(*trainer, summary, flags->backend), "trace"));
+      ASSIGN_OR_RETURN(const std::string trace,
+                       session::TrainingTraceJson(*trainer, summary, flags->backend));
+      RETURN_IF_ERROR(WriteFileAtomically(flags->trace, trace, "trace"));
     }
     if (flags->json) {
       out << session::TrainingSummaryToJson(flags->request, options, flags->backend, *trainer,

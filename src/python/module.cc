@@ -653,8 +653,10 @@ std::unique_ptr<PyTraining> Train(const PyWorkload& workload, const TrainKeyword
         run.record_last_step = keywords.trace.has_value();
         ran = trainer->Run(run);
         if (ran.ok() && keywords.trace) {
-          absl::Status written = WriteFileAtomically(
-              *keywords.trace, session::TrainingTraceJson(*trainer, *ran, backend_spec), "trace");
+          absl::StatusOr<std::string> trace =
+              session::TrainingTraceJson(*trainer, *ran, backend_spec);
+          absl::Status written =
+              trace.ok() ? WriteFileAtomically(*keywords.trace, *trace, "trace") : trace.status();
           if (!written.ok()) ran = written;
         }
       } else {

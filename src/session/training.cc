@@ -148,9 +148,11 @@ nlohmann::ordered_json TrainingSummaryToJson(const TrainingRequest& request,
   return json;
 }
 
-std::string TrainingTraceJson(const train::Trainer& trainer, const train::TrainingSummary& summary,
-                              const BackendSpec& backend) {
-  const sim::SimulationResult measured = trainer.AccountMeasuredStep(summary.last_step_timeline);
+absl::StatusOr<std::string> TrainingTraceJson(const train::Trainer& trainer,
+                                              const train::TrainingSummary& summary,
+                                              const BackendSpec& backend) {
+  ASSIGN_OR_RETURN(const sim::SimulationResult measured,
+                   trainer.AccountMeasuredStep(summary.last_step_timeline));
   const planner::Evaluation& planned = trainer.plan().best;
   const std::string what = fmt::format("{} on {}", summary.policy, backend.backend);
   const std::string measured_title = fmt::format("measured: {}, step {}", what, summary.last_step);

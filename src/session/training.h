@@ -92,7 +92,8 @@ nlohmann::ordered_json TrainingSummaryToJson(const TrainingRequest& request,
 // The last step of a run that recorded it (RunOptions::record_last_step) as
 // a Chrome trace: the measured step beside the simulator's prediction for the
 // same Program (sim::ChromeTraceJson), as `spillway train --trace` writes it.
-std::string TrainingTraceJson(const train::Trainer& trainer, const train::TrainingSummary& summary,
-                              const BackendSpec& backend);
+absl::StatusOr<std::string> TrainingTraceJson(const train::Trainer& trainer,
+                                              const train::TrainingSummary& summary,
+                                              const BackendSpec& backend);
 
 }  // namespace spillway::session

@@ -83,8 +83,14 @@ absl::Status Trainer::WriteAdamStep() {
   return runtime_->Write(counter, std::as_bytes(std::span(&value, 1)));
 }
 
-sim::SimulationResult Trainer::AccountMeasuredStep(
+absl::StatusOr<sim::SimulationResult> Trainer::AccountMeasuredStep(
     std::span<const runtime::InstructionTimes> timeline) const {
+  const program::Program& program = plan_.best.program;
+  if (timeline.size() != program.instructions.size()) {
+    return absl::InvalidArgumentError(
+        fmt::format("a timeline of {} instructions for a Program of {} (was the step recorded?)",
+                    timeline.size(), program.instructions.size()));
+  }
   std::vector<sim::InstructionTiming> timings;
   timings.reserve(timeline.size());
   for (const runtime::InstructionTimes& times : timeline) {
@@ -93,7 +99,7 @@ sim::SimulationResult Trainer::AccountMeasuredStep(
   const sim::Simulator simulator(
       training_->graph, *cost_model_,
       sim::SimulatorOptions{.copy_engines = options_.hardware.copy_engines});
-  return simulator.Account(plan_.best.program, timings);
+  return simulator.Account(program, timings);
 }
 
 absl::StatusOr<StepStats> Trainer::Step(bool time_nodes, bool record_timeline) {

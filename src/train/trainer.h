@@ -143,8 +143,9 @@ class Trainer {
   const std::string& kernels() const { return kernels_; }
   // A measured step of the plan's Program (StepResult::timeline) accounted as
   // the simulator accounts a simulated one, with the cost model the plan was
-  // made with: to set beside plan().best.simulation on a trace.
-  sim::SimulationResult AccountMeasuredStep(
+  // made with: to set beside plan().best.simulation on a trace. Errors: a
+  // timeline of another Program (or none: the step did not record one).
+  absl::StatusOr<sim::SimulationResult> AccountMeasuredStep(
       std::span<const runtime::InstructionTimes> timeline) const;
 
  private:
