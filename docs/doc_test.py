@@ -25,8 +25,8 @@ An HTML comment right before a block's opening fence (blank lines between
 are allowed) changes how it runs; more than one may be given:
 
   <!-- doc-test: skip (REASON) -->   not run; the reason is printed
-  <!-- doc-test: needs torch -->     run only if this Python imports torch
-                                     and torchvision; else skipped, saying so
+  <!-- doc-test: needs torch -->     run only if this Python imports torch,
+                                     torchvision and onnx; else skipped, saying so
   <!-- doc-test: needs module -->    run only if the Python module was built
                                      (BINARY's build folder has python/spillway,
                                      which goes on PYTHONPATH); else skipped
@@ -170,11 +170,15 @@ def parse_marker(path, block, text):
 
 
 def have_torch():
+    # The blocks that need torch export or read ONNX files with it, which
+    # takes the onnx package too (a machine can have Debian's PyTorch
+    # without it).
     try:
         import torch  # noqa: F401
         import torchvision  # noqa: F401
+        import onnx  # noqa: F401
     except ImportError as error:
-        return f"{error.name} is not installed (python3-torch, python3-torchvision)"
+        return f"{error.name} is not installed (python3-torch, python3-torchvision, python3-onnx)"
     return None
 
 
