@@ -122,11 +122,15 @@ def main():
         sys.exit(f"check.py: no spillway binary at {options.binary} (--binary)")
 
     if options.dry_run:
-        device, device_bytes, profile, backend = "CPU (dry run)", None, "cpu", "cpu"
+        device, profile, backend = "CPU (dry run)", "cpu", "cpu"
         model = ["--model", "resnet18", "--image", "64", "--base-width", "8", "--batch", "4"]
         torch_model = ["--model", "resnet18", "--image", "64", "--batch", "4", "--device", "cpu"]
         workload = "ResNet-18 (base width 8), 64x64, batch 4"
-        none_arena = None
+        plan, error = run_json([options.binary, "plan", *model, "--hardware", profile,
+                                "--policy", "none", "--budget", str(2**50), "--json"], 120)
+        if error:
+            sys.exit(f"check.py: planning the dry run's workload: {error}")
+        none_arena = plan["arena_bytes"]
     else:
         device, device_bytes, profile = gpu_profile()
         backend = "cuda"
@@ -146,12 +150,6 @@ def main():
         workload = f"ResNet-50, {image}x{image}, batch 8"
     print(f"check: {workload} on {device} ({profile}), backend {backend}", flush=True)
 
-    if none_arena is None:
-        plan, error = run_json([options.binary, "plan", *model, "--hardware", profile,
-                                "--policy", "none", "--budget", str(2**50), "--json"], 120)
-        if error:
-            sys.exit(f"check.py: planning the dry run's workload: {error}")
-        none_arena = plan["arena_bytes"]
     # The floor hybrid reaches, so that the budget is one every policy might fit.
     floor, error = run_json([options.binary, "plan", *model, "--hardware", profile,
                              "--policy", "hybrid", "--budget", "1", "--json"], 600)

@@ -531,10 +531,12 @@ void Runtime::Impl::RunStream(Stream stream, Step& step) {
       WaitForEvents(instruction.waits, stream, step);
       if (index == commit_index_) CommitBarrier(step);
       if (!step.failed) {
-        const double started_s = SecondsSince(step.start);
+        // The clock is read only for a step that records its timeline.
+        const bool timed = !step.timeline.empty();
+        const double started_s = timed ? SecondsSince(step.start) : 0;
         absl::Status status = Execute(index, step);
         if (!status.ok()) Fail(step, Annotate(status, Describe(program_, index)));
-        if (!step.timeline.empty()) step.timeline[index] = {started_s, SecondsSince(step.start)};
+        if (timed) step.timeline[index] = {started_s, SecondsSince(step.start)};
       }
       Record(instruction.record, stream, step);
       if (!step.failed && !host_release_after_[index].empty()) {
