@@ -46,6 +46,7 @@ struct Refinement {
   // Per candidate, reset every pass: the moves tried on it.
   std::vector<bool> tried_rebuild;
   std::vector<bool> tried_keep;
+  std::vector<int> tried_exchange;  // the partners tried (ExchangeMoves' order)
   std::vector<bool> tried_spill;
   std::vector<int> tried_advance;  // the largest fetch advance tried
   // Copy seconds the spills take, each way (what SpillCost charges against).
@@ -97,20 +98,24 @@ class HybridPlanner {
     SwapLmsPolicy swap_lms;
     ASSIGN_OR_RETURN(PlanResult lms, swap_lms.Run(context_));
     starts.push_back({"swap-lms", std::move(lms.best)});
-    // The recompute policy's plan in two steps: its families' plan races;
-    // that plan kept back tensor by tensor (what `recompute` ends with) does
-    // not, and is set beside the race's result at the end, so that hybrid is
-    // never slower than `recompute` while the race stays the families'.
+    // The recompute policy's plan in its two steps, each a start of its own:
+    // its families' plan, and that plan kept back tensor by tensor (what
+    // `recompute` ends with). Refined, the families' plan does better on some
+    // workloads (its recomputations leave room that spills fill) and the
+    // kept-back plan on others (it has already kept the cheap tensors).
     RecomputePolicy::Options families;
     families.keep_back_passes = 0;
     ASSIGN_OR_RETURN(PlanResult recomputed, RecomputePolicy(families).Run(context_));
     hit_time_limit_ = hit_time_limit_ || recomputed.hit_time_limit;
-    std::optional<Evaluation> kept_back;
     if (context_.Fits(recomputed.best)) {
-      kept_back = recomputed.best;
+      Evaluation kept_back = recomputed.best;
       ASSIGN_OR_RETURN(const bool stopped,
-                       RecomputePolicy().ImproveByKeepingBack(context_, *kept_back));
+                       RecomputePolicy().ImproveByKeepingBack(context_, kept_back));
       hit_time_limit_ = hit_time_limit_ || stopped;
+      // It is the families' plan itself where keeping back gains nothing.
+      if (Better(kept_back, recomputed.best, context_.budget_bytes())) {
+        starts.push_back({"recompute, kept back", std::move(kept_back)});
+      }
     }
     starts.push_back({"recompute", std::move(recomputed.best)});
 
@@ -145,10 +150,6 @@ class HybridPlanner {
         result.best = *std::move(refinement.current);
         result.start = refinement.start;
       }
-    }
-    if (kept_back && Better(*kept_back, result.best, context_.budget_bytes())) {
-      result.best = *std::move(kept_back);
-      result.start = "recompute, kept back";
     }
     result.hit_time_limit = hit_time_limit_;
     return result;
@@ -237,6 +238,7 @@ class HybridPlanner {
     refinement.recomputed_readers.assign(n, 0);
     refinement.tried_rebuild.assign(n, false);
     refinement.tried_keep.assign(n, false);
+    refinement.tried_exchange.assign(n, 0);
     refinement.tried_spill.assign(n, false);
     refinement.tried_advance.assign(n, 0);
     return refinement;
@@ -644,6 +646,7 @@ class HybridPlanner {
       if (!active_.in_pass) {
         std::fill(active_.tried_rebuild.begin(), active_.tried_rebuild.end(), false);
         std::fill(active_.tried_keep.begin(), active_.tried_keep.end(), false);
+        std::fill(active_.tried_exchange.begin(), active_.tried_exchange.end(), 0);
         std::fill(active_.tried_spill.begin(), active_.tried_spill.end(), false);
         std::fill(active_.tried_advance.begin(), active_.tried_advance.end(), 0);
         active_.pass_start_s = current.step_time_s();
@@ -663,12 +666,19 @@ class HybridPlanner {
 
   // One refinement move: a candidate's new decision (and fetch advance), and
   // the flag that records it was tried.
-  enum class Tried { kRebuild, kAdvance, kSpill, kKeep };
+  enum class Tried { kRebuild, kAdvance, kSpill, kKeep, kExchange };
   struct Move {
     size_t index = 0;
     Decision decision = Decision::kKeep;
     int advance = 0;
     Tried tried = Tried::kRebuild;
+    // An exchange also rebuilds a kept candidate, to make room: the
+    // exchange partner of that rank (ExchangeMoves' order).
+    struct Partner {
+      size_t index = 0;
+      int rank = 0;
+    };
+    std::optional<Partner> partner;
   };
 
   void MarkTried(const Move& move) {
@@ -685,6 +695,10 @@ class HybridPlanner {
         break;
       case Tried::kKeep:
         active_.tried_keep[move.index] = true;
+        break;
+      case Tried::kExchange:
+        active_.tried_exchange[move.index] =
+            std::max(active_.tried_exchange[move.index], move.partner->rank + 1);
         break;
     }
   }
@@ -704,6 +718,7 @@ class HybridPlanner {
       std::vector<int> advance = active_.fetch_advance;
       trial[move.index] = move.decision;
       advance[move.index] = move.advance;
+      if (move.partner) trial[move.partner->index] = Decision::kRecompute;
       return MakePlan(trial, advance);
     };
     ASSIGN_OR_RETURN(auto accepted,
@@ -715,6 +730,7 @@ class HybridPlanner {
     const Move& move = moves[accepted->first];
     Apply(move.index, move.decision, decisions);
     active_.fetch_advance[move.index] = move.advance;
+    if (move.partner) Apply(move.partner->index, Decision::kRecompute, decisions);
     current = std::move(accepted->second);
     return true;
   }
@@ -732,11 +748,11 @@ class HybridPlanner {
       listed[index] = true;
       if (candidates_[index].can_recompute && candidates_[index].recompute_s < stall &&
           !active_.tried_rebuild[index] && RecomputeAllowed(index, decisions)) {
-        moves.push_back({index, Decision::kRecompute, 0, Tried::kRebuild});
+        moves.push_back({index, Decision::kRecompute, 0, Tried::kRebuild, std::nullopt});
       }
       const int advance = 2 * active_.fetch_advance[index] + 2;
       if (active_.tried_advance[index] < advance) {
-        moves.push_back({index, Decision::kSpill, advance, Tried::kAdvance});
+        moves.push_back({index, Decision::kSpill, advance, Tried::kAdvance, std::nullopt});
       }
     }
     return moves;
@@ -757,7 +773,8 @@ class HybridPlanner {
              static_cast<double>(candidates_[b].bytes) / candidates_[b].recompute_s;
     });
     std::vector<Move> moves;
-    for (size_t i : spilled) moves.push_back({i, Decision::kRecompute, 0, Tried::kRebuild});
+    for (size_t i : spilled)
+      moves.push_back({i, Decision::kRecompute, 0, Tried::kRebuild, std::nullopt});
     return moves;
   }
 
@@ -781,7 +798,7 @@ class HybridPlanner {
                  c.h2d_s) {
         ++lead;
       }
-      moves.push_back({i, Decision::kSpill, lead, Tried::kSpill});
+      moves.push_back({i, Decision::kSpill, lead, Tried::kSpill, std::nullopt});
     }
     return moves;
   }
@@ -795,7 +812,46 @@ class HybridPlanner {
     std::stable_sort(evicted.begin(), evicted.end(),
                      [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
     std::vector<Move> moves;
-    for (size_t i : evicted) moves.push_back({i, Decision::kKeep, 0, Tried::kKeep});
+    for (size_t i : evicted) moves.push_back({i, Decision::kKeep, 0, Tried::kKeep, std::nullopt});
+    return moves;
+  }
+
+  std::vector<Move> ExchangeMoves(const std::vector<Decision>& decisions) {
+    // Where there is no room to bring a tensor back, make it: keep an
+    // evicted tensor and rebuild instead a kept one that is as large, alive
+    // at the same time, and cheaper to rebuild than the evicted one costs.
+    std::vector<size_t> evicted;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      if (decisions[i] != Decision::kKeep && active_.tried_exchange[i] < options_.exchange_partners)
+        evicted.push_back(i);
+    }
+    std::stable_sort(evicted.begin(), evicted.end(),
+                     [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
+    std::vector<Move> moves;
+    for (size_t i : evicted) {
+      const Candidate& c = candidates_[i];
+      const double cost = Cost(i, decisions);
+      std::vector<size_t> partners;
+      for (size_t j = 0; j < candidates_.size(); ++j) {
+        const Candidate& k = candidates_[j];
+        if (decisions[j] != Decision::kKeep || k.bytes < c.bytes || !(k.recompute_s < cost) ||
+            k.produced > c.first_backward || c.produced > k.first_backward ||
+            !RecomputeAllowed(j, decisions))
+          continue;
+        partners.push_back(j);
+      }
+      std::stable_sort(partners.begin(), partners.end(), [&](size_t a, size_t b) {
+        return candidates_[a].recompute_s < candidates_[b].recompute_s;
+      });
+      // A slice of the race may have ended after the first partners: those
+      // are not tried again in this pass.
+      for (int rank = active_.tried_exchange[i];
+           rank < options_.exchange_partners && static_cast<size_t>(rank) < partners.size();
+           ++rank) {
+        moves.push_back({i, Decision::kKeep, 0, Tried::kExchange,
+                         Move::Partner{partners[static_cast<size_t>(rank)], rank}});
+      }
+    }
     return moves;
   }
 
@@ -812,6 +868,8 @@ class HybridPlanner {
       ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, SpillMoves(decisions)));
       if (improved || OutOfTime()) continue;
       ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, KeepMoves(decisions)));
+      if (improved || OutOfTime()) continue;
+      ASSIGN_OR_RETURN(improved, TryMoves(decisions, current, ExchangeMoves(decisions)));
     }
     return current;
   }

@@ -270,6 +270,12 @@ struct HybridOptions {
   // fraction faster: moves that shave microseconds off a second-long step
   // each cost a full evaluation and together make no difference.
   double min_gain = 1e-4;
+  // The last kind of move, tried when no single decision improves the plan:
+  // keep an evicted tensor and rebuild a kept one to make room for it. Each
+  // evicted tensor is tried with this many partners (0: no exchanges), the
+  // cheapest to rebuild first, among the kept tensors at least as large,
+  // alive at the same time, and cheaper to rebuild than the evicted one costs.
+  int exchange_partners = 2;
   // The race between the refinements of the portfolio's starts: in its first
   // round each refinement considers this many candidate plans, in each later
   // round twice as many as in the one before (0: no race, every start is
@@ -283,7 +289,8 @@ struct HybridOptions {
 
 // Spillway's planner: a portfolio of starting plans (its own eviction by bytes
 // saved per second of cost that cannot be hidden, and the plans of `swap`,
-// `swap-lms`, `hybrid-seed` and `recompute`), refined per tensor with the
+// `swap-lms`, `hybrid-seed`, and `recompute` both before and after it keeps
+// tensors back), refined per tensor with the
 // simulator in the loop on what stalls the compute stream, the refinements
 // racing for candidates (HybridOptions). Never slower than any policy of the
 // portfolio.
