@@ -26,7 +26,7 @@ void BestFitHeap::AddGap(int64_t offset, int64_t bytes) {
   fit_.emplace(bytes, offset);
 }
 
-void BestFitHeap::EraseGap(std::map<int64_t, int64_t>::iterator gap) {
+void BestFitHeap::EraseGap(absl::btree_map<int64_t, int64_t>::iterator gap) {
   fit_.erase({gap->second, gap->first});
   free_gaps_.erase(gap);
 }
@@ -77,6 +77,7 @@ void BestFitHeap::Free(int32_t buffer) {
 
   // Merge with the gap just below, then with the gap just above, so no two gaps
   // ever touch: otherwise a buffer that fits their union would miss both.
+  // (Erasing from a B-tree invalidates its iterators: `next` is found again.)
   auto next = free_gaps_.lower_bound(block.offset);
   if (next != free_gaps_.begin()) {
     const auto below = std::prev(next);
@@ -84,6 +85,7 @@ void BestFitHeap::Free(int32_t buffer) {
       block.offset = below->first;
       block.bytes += below->second;
       EraseGap(below);
+      next = free_gaps_.lower_bound(block.offset);
     }
   }
   if (next != free_gaps_.end() && block.offset + block.bytes == next->first) {

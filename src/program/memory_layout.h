@@ -8,21 +8,24 @@
 // into an event dependency so that it also holds in time.
 #pragma once
 
+#include <absl/container/btree_map.h>
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
+
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace spillway::program {
 
 struct HeapLayout {
-  std::map<int32_t, int64_t> offsets;  // buffer id -> offset
-  int64_t arena_bytes = 0;             // the end of the highest buffer
-  int64_t alignment = 1;               // every offset is a multiple of it
+  // B-trees and flat hash maps, not node-based containers, in what a planner
+  // builds for each of thousands of candidates.
+  absl::btree_map<int32_t, int64_t> offsets;  // buffer id -> offset
+  int64_t arena_bytes = 0;                    // the end of the highest buffer
+  int64_t alignment = 1;                      // every offset is a multiple of it
 };
 
 class HeapAlgorithm {
@@ -52,12 +55,12 @@ class BestFitHeap final : public HeapAlgorithm {
   int64_t RoundUp(int64_t bytes) const;
 
   void AddGap(int64_t offset, int64_t bytes);
-  void EraseGap(std::map<int64_t, int64_t>::iterator gap);
+  void EraseGap(absl::btree_map<int64_t, int64_t>::iterator gap);
 
   int64_t alignment_;
-  std::map<int64_t, int64_t> free_gaps_;                 // offset -> bytes; none reaches `end_`
-  std::set<std::pair<int64_t, int64_t>> fit_;            // the same gaps as (bytes, offset)
-  std::unordered_map<int32_t, Block> live_;              // buffer -> where it is
+  absl::btree_map<int64_t, int64_t> free_gaps_;          // offset -> bytes; none reaches `end_`
+  absl::btree_set<std::pair<int64_t, int64_t>> fit_;     // the same gaps as (bytes, offset)
+  absl::flat_hash_map<int32_t, Block> live_;             // buffer -> where it is
   int64_t end_ = 0;                                      // current top of the arena
   int64_t arena_bytes_ = 0;                              // the highest top so far
   std::vector<std::pair<int32_t, int64_t>> placements_;  // (buffer, offset), in Alloc order
@@ -115,9 +118,9 @@ class DecreasingSizeBestFitHeap final : public HeapAlgorithm {
   int64_t RoundUp(int64_t bytes) const;
 
   int64_t alignment_;
-  int64_t clock_ = 0;                         // the tick of the next call
-  std::vector<Interval> intervals_;           // in Alloc order, so by start
-  std::unordered_map<int32_t, size_t> live_;  // buffer -> its open interval
+  int64_t clock_ = 0;                          // the tick of the next call
+  std::vector<Interval> intervals_;            // in Alloc order, so by start
+  absl::flat_hash_map<int32_t, size_t> live_;  // buffer -> its open interval
 };
 
 // Records the calls it receives and forwards them to another algorithm (or to

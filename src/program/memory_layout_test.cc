@@ -1,5 +1,6 @@
 #include "program/memory_layout.h"
 
+#include <absl/container/btree_map.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -329,7 +330,7 @@ TEST(BestFitHeap, RandomOperationsKeepLiveBuffersApartAndMatchAReference) {
   // Finish leaves the heap as it is, so the test reads it after every step;
   // `live` is the test's own record of what should be live where.
   std::map<int32_t, std::pair<int64_t, int64_t>> live;  // id -> offset, rounded bytes
-  std::map<int32_t, int64_t> last_offset;               // every id ever placed
+  absl::btree_map<int32_t, int64_t> last_offset;        // every id ever placed
   int32_t next_id = 0;
   int64_t live_bytes = 0;
   int64_t peak_live_bytes = 0;
@@ -899,7 +900,7 @@ TEST(DecreasingSizeBestFitHeap, RandomCallsWithReusedIdsMatchAReference) {
     // The reference places every lifetime; the heap reports each id's latest.
     const std::vector<int64_t> offsets = ReferenceDecreasingSizeBestFit(run.lives);
     int64_t highest_end = 0;
-    std::map<int32_t, int64_t> latest;
+    absl::btree_map<int32_t, int64_t> latest;
     for (size_t i = 0; i < run.lives.size(); ++i) {
       latest[run.lives[i].buffer] = offsets[i];
       highest_end = std::max(highest_end, offsets[i] + run.lives[i].rounded);
