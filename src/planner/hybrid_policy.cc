@@ -827,29 +827,31 @@ class HybridPlanner {
     }
     std::stable_sort(evicted.begin(), evicted.end(),
                      [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
+    // The kept tensors that may be rebuilt, the cheapest first.
+    std::vector<size_t> rebuildable;
+    for (size_t j = 0; j < candidates_.size(); ++j) {
+      if (decisions[j] == Decision::kKeep && RecomputeAllowed(j, decisions))
+        rebuildable.push_back(j);
+    }
+    std::stable_sort(rebuildable.begin(), rebuildable.end(), [&](size_t a, size_t b) {
+      return candidates_[a].recompute_s < candidates_[b].recompute_s;
+    });
     std::vector<Move> moves;
     for (size_t i : evicted) {
       const Candidate& c = candidates_[i];
       const double cost = Cost(i, decisions);
-      std::vector<size_t> partners;
-      for (size_t j = 0; j < candidates_.size(); ++j) {
-        const Candidate& k = candidates_[j];
-        if (decisions[j] != Decision::kKeep || k.bytes < c.bytes || !(k.recompute_s < cost) ||
-            k.produced > c.first_backward || c.produced > k.first_backward ||
-            !RecomputeAllowed(j, decisions))
-          continue;
-        partners.push_back(j);
-      }
-      std::stable_sort(partners.begin(), partners.end(), [&](size_t a, size_t b) {
-        return candidates_[a].recompute_s < candidates_[b].recompute_s;
-      });
       // A slice of the race may have ended after the first partners: those
       // are not tried again in this pass.
-      for (int rank = active_.tried_exchange[i];
-           rank < options_.exchange_partners && static_cast<size_t>(rank) < partners.size();
-           ++rank) {
-        moves.push_back({i, Decision::kKeep, 0, Tried::kExchange,
-                         Move::Partner{partners[static_cast<size_t>(rank)], rank}});
+      int rank = 0;
+      for (size_t j : rebuildable) {
+        const Candidate& k = candidates_[j];
+        if (!(k.recompute_s < cost) || rank >= options_.exchange_partners) break;
+        if (k.bytes < c.bytes || k.produced > c.first_backward || c.produced > k.first_backward)
+          continue;
+        if (rank >= active_.tried_exchange[i]) {
+          moves.push_back({i, Decision::kKeep, 0, Tried::kExchange, Move::Partner{j, rank}});
+        }
+        ++rank;
       }
     }
     return moves;
