@@ -590,23 +590,24 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
     return LayOut(program, heap, releases);
   };
   // Online best fit does well when lifetimes nest; largest-first when a few
-  // huge tensors come and go among many small ones. Both are cheap next to a
-  // simulation: keep the smaller arena.
-  HeapLayout layout = lay_out(/*largest_first=*/false, {});
-  bool largest_first = false;
-  if (layout.arena_bytes > enough_bytes) {
-    HeapLayout global = lay_out(/*largest_first=*/true, {});
-    largest_first = global.arena_bytes < layout.arena_bytes;
-    if (largest_first) layout = std::move(global);
+  // huge tensors come and go among many small ones. Online best fit is the
+  // cheaper, so it goes first; the later releases are kept wherever the
+  // arena with them is at most `enough_bytes`.
+  const HeapLayout online = lay_out(/*largest_first=*/false, {});
+  if (online.arena_bytes <= enough_bytes) {
+    if (!release_before.empty()) {
+      HeapLayout later = lay_out(/*largest_first=*/false, release_before);
+      if (later.arena_bytes <= enough_bytes) return ApplyLayout(program, later);
+    }
+    return ApplyLayout(program, online);
   }
-  // Releases put off only where the Program fits without them, with the
-  // strategy that made it fit: they change which bytes buffers get, never
-  // whether the Program fits.
-  if (!release_before.empty() && layout.arena_bytes <= enough_bytes) {
-    HeapLayout later = lay_out(largest_first, release_before);
-    if (later.arena_bytes <= enough_bytes) layout = std::move(later);
+  if (!release_before.empty()) {
+    HeapLayout later = lay_out(/*largest_first=*/true, release_before);
+    if (later.arena_bytes <= enough_bytes) return ApplyLayout(program, later);
   }
-  ApplyLayout(program, layout);
+  // Nothing with the releases fits: the smaller arena without them.
+  HeapLayout global = lay_out(/*largest_first=*/true, {});
+  ApplyLayout(program, global.arena_bytes < online.arena_bytes ? global : online);
 }
 
 int64_t LiveBytesPeak(const Program& program) {

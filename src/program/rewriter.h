@@ -58,10 +58,11 @@ HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
                   std::span<const int> release_before = {});
 void ApplyLayout(Program& program, const HeapLayout& layout);
 
-// BuildProgram's second half: lays out a rewritten Program's arena. With
-// `release_before`, where that arena is at most `enough_bytes`, it lays out
-// again with those later releases, by the strategy that gave that arena, and
-// keeps them if their arena is at most `enough_bytes` too.
+// BuildProgram's second half: lays out a rewritten Program's arena, by online
+// best fit where that arena is at most `enough_bytes`, else by largest-first
+// where that is smaller. With `release_before` it lays out first with those
+// later releases (by online best fit where that fits without them, else
+// largest-first) and keeps them if their arena is at most `enough_bytes`.
 void LayOutArena(Program& program, int64_t enough_bytes = 0,
                  std::span<const int> release_before = {});
 
