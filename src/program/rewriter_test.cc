@@ -106,8 +106,8 @@ TEST(Rewriter, AReleasePutOffKeepsItsBytesFromTheBuffersAllocatedBeforeIt) {
   Program tight = *rewritten;
   LayOutArena(tight, 3 * kKiB, release);
   EXPECT_EQ(tight.arena_bytes, 3 * kKiB);
-  // And where the Program does not fit even so, releases are not put off:
-  // they never change whether it fits (4 KiB would be no worse a miss here).
+  // And where the Program does not fit even so, it keeps the smaller arena,
+  // laid out without them (4 KiB would be no worse a miss here).
   Program too_small = *rewritten;
   LayOutArena(too_small, 2 * kKiB, release);
   EXPECT_EQ(too_small.arena_bytes, 3 * kKiB);
