@@ -803,16 +803,27 @@ class HybridPlanner {
     return moves;
   }
 
-  std::vector<Move> KeepMoves(const std::vector<Decision>& decisions) {
-    // Bring back what costs most, if there is room for it now.
+  // The evicted (spilled or rebuilt) candidates that `untried` lets through,
+  // the costliest first.
+  template <typename Untried>
+  std::vector<size_t> EvictedCostliestFirst(const std::vector<Decision>& decisions,
+                                            Untried untried) const {
     std::vector<size_t> evicted;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] != Decision::kKeep && !active_.tried_keep[i]) evicted.push_back(i);
+      if (decisions[i] != Decision::kKeep && untried(i)) evicted.push_back(i);
     }
     std::stable_sort(evicted.begin(), evicted.end(),
                      [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
+    return evicted;
+  }
+
+  std::vector<Move> KeepMoves(const std::vector<Decision>& decisions) {
+    // Bring back what costs most, if there is room for it now.
     std::vector<Move> moves;
-    for (size_t i : evicted) moves.push_back({i, Decision::kKeep, 0, Tried::kKeep, std::nullopt});
+    for (size_t i :
+         EvictedCostliestFirst(decisions, [&](size_t k) { return !active_.tried_keep[k]; })) {
+      moves.push_back({i, Decision::kKeep, 0, Tried::kKeep, std::nullopt});
+    }
     return moves;
   }
 
@@ -820,13 +831,9 @@ class HybridPlanner {
     // Where there is no room to bring a tensor back, make it: keep an
     // evicted tensor and rebuild instead a kept one that is as large, alive
     // at the same time, and cheaper to rebuild than the evicted one costs.
-    std::vector<size_t> evicted;
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-      if (decisions[i] != Decision::kKeep && active_.tried_exchange[i] < options_.exchange_partners)
-        evicted.push_back(i);
-    }
-    std::stable_sort(evicted.begin(), evicted.end(),
-                     [&](size_t a, size_t b) { return Cost(a, decisions) > Cost(b, decisions); });
+    const std::vector<size_t> evicted = EvictedCostliestFirst(decisions, [&](size_t k) {
+      return active_.tried_exchange[k] < options_.exchange_partners;
+    });
     // The kept tensors that may be rebuilt, the cheapest first.
     std::vector<size_t> rebuildable;
     for (size_t j = 0; j < candidates_.size(); ++j) {

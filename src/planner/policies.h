@@ -224,7 +224,7 @@ class RecomputePolicy final : public Policy {
   // `best`, a plan that fits, with the plan kept back from the one that
   // rebuilds every block (or from `best` where that does not fit), if that
   // is faster. True if the wall-clock safety net stopped it. `hybrid` races
-  // the families' plan and sets this one beside the race's result.
+  // the families' plan and this one as two starts.
   absl::StatusOr<bool> ImproveByKeepingBack(PlanningContext& context, Evaluation& best) const;
 
  private:

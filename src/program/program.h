@@ -89,6 +89,14 @@ struct Instruction {
   int step = -1;  // the schedule step this instruction belongs to, for reports
 };
 
+// When one instruction ran, in seconds from the start of the step: as the
+// simulator predicts it (sim::SimulationResult::timings) or as a runtime
+// measured it (runtime::StepResult::timeline).
+struct InstructionTiming {
+  double start_s = 0;
+  double end_s = 0;
+};
+
 struct Program {
   const ir::Graph* graph = nullptr;  // the training graph; outlives the Program
   std::vector<ir::NodeId> schedule;  // the order the compute stream runs the graph in

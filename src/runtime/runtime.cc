@@ -161,7 +161,7 @@ class Runtime::Impl {
     // With StepOptions::record_timeline, one entry per instruction; each is
     // written once, by the stream that runs it (a free by the stream that
     // releases its bytes, with `mutex` held).
-    std::vector<InstructionTimes> timeline;
+    std::vector<program::InstructionTiming> timeline;
 
     std::mutex mutex;
     std::condition_variable changed;

@@ -57,18 +57,6 @@ struct StepOptions {
   bool record_timeline = false;
 };
 
-// When one instruction of a step ran, in seconds from the step's start, on
-// the host's clock: a compute or copy from just before the backend is asked
-// to run it to just after it returns, an alloc when it is made, a free when
-// its bytes are released (once the copies it waits for have ended). On the
-// CPU backend, whose kernels and copies run on their stream's thread before
-// the call returns, these are the instruction's own times; a backend that
-// only enqueues work would need its device's timers instead.
-struct InstructionTimes {
-  double start_s = 0;
-  double end_s = 0;
-};
-
 struct StepResult {
   double seconds = 0;               // wall time of the whole step
   double compute_seconds = 0;       // compute stream busy
@@ -82,9 +70,15 @@ struct StepResult {
   // With StepOptions::time_nodes: seconds per node id, -1 for a node the
   // compute stream did not run as itself (a recomputation is not timed).
   std::vector<double> node_seconds;
-  // With StepOptions::record_timeline: one entry per instruction of the
-  // Program, in its order.
-  std::vector<InstructionTimes> timeline;
+  // With StepOptions::record_timeline: when each instruction of the Program
+  // ran, in its order, on the host's clock: a compute or copy from just
+  // before the backend is asked to run it to just after it returns, an alloc
+  // when it is made, a free when its bytes are released (once the copies it
+  // waits for have ended). On the CPU backend, whose kernels and copies run
+  // on their stream's thread before the call returns, these are the
+  // instruction's own times; a backend that only enqueues work would need
+  // its device's timers instead.
+  std::vector<program::InstructionTiming> timeline;
 };
 
 class Runtime {

@@ -491,7 +491,7 @@ TEST(Runtime, TheTimelineSaysWhenEachInstructionRanAndHonoursTheEvents) {
   recording.record_timeline = true;
   absl::StatusOr<StepResult> timed = runtime->RunStep(recording);
   ASSERT_TRUE(timed.ok()) << StatusMessage(timed.status());
-  const std::vector<InstructionTimes>& timeline = timed->timeline;
+  const std::vector<program::InstructionTiming>& timeline = timed->timeline;
   ASSERT_EQ(timeline.size(), program.instructions.size());
 
   // When each event was recorded: the end of its instruction (a free's
@@ -500,7 +500,7 @@ TEST(Runtime, TheTimelineSaysWhenEachInstructionRanAndHonoursTheEvents) {
   std::array<double, program::kNumStreams> stream_end_s{};
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction& instruction = program.instructions[i];
-    const InstructionTimes& times = timeline[i];
+    const program::InstructionTiming& times = timeline[i];
     SCOPED_TRACE(::testing::Message() << "instruction " << i);
     EXPECT_GE(times.start_s, 0);
     EXPECT_LE(times.start_s, times.end_s);

@@ -27,10 +27,7 @@ struct SimulatorOptions {
   int copy_engines = 2;
 };
 
-struct InstructionTiming {
-  double start_s = 0;
-  double end_s = 0;
-};
+using program::InstructionTiming;
 
 struct StreamStats {
   double busy_s = 0;   // time spent running instructions

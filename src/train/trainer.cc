@@ -84,22 +84,17 @@ absl::Status Trainer::WriteAdamStep() {
 }
 
 absl::StatusOr<sim::SimulationResult> Trainer::AccountMeasuredStep(
-    std::span<const runtime::InstructionTimes> timeline) const {
+    std::span<const program::InstructionTiming> timeline) const {
   const program::Program& program = plan_.best.program;
   if (timeline.size() != program.instructions.size()) {
     return absl::InvalidArgumentError(
         fmt::format("a timeline of {} instructions for a Program of {} (was the step recorded?)",
                     timeline.size(), program.instructions.size()));
   }
-  std::vector<sim::InstructionTiming> timings;
-  timings.reserve(timeline.size());
-  for (const runtime::InstructionTimes& times : timeline) {
-    timings.push_back({times.start_s, times.end_s});
-  }
   const sim::Simulator simulator(
       training_->graph, *cost_model_,
       sim::SimulatorOptions{.copy_engines = options_.hardware.copy_engines});
-  return simulator.Account(program, timings);
+  return simulator.Account(program, timeline);
 }
 
 absl::StatusOr<StepStats> Trainer::Step(bool time_nodes, bool record_timeline) {

@@ -80,7 +80,7 @@ struct TrainingSummary {
   int64_t bytes_to_host_per_step = 0;
   int64_t bytes_to_device_per_step = 0;
   // With RunOptions::record_last_step: the last step's instruction times.
-  std::vector<runtime::InstructionTimes> last_step_timeline;
+  std::vector<program::InstructionTiming> last_step_timeline;
   double mean_step_s = 0;
   double mean_recompute_s = 0;
   double samples_per_s = 0;
@@ -146,7 +146,7 @@ class Trainer {
   // made with: to set beside plan().best.simulation on a trace. Errors: a
   // timeline of another Program (or none: the step did not record one).
   absl::StatusOr<sim::SimulationResult> AccountMeasuredStep(
-      std::span<const runtime::InstructionTimes> timeline) const;
+      std::span<const program::InstructionTiming> timeline) const;
 
  private:
   Trainer() = default;
