@@ -16,14 +16,23 @@ elseif(_spillway_cuda STREQUAL "AUTO" OR _spillway_cuda STREQUAL "ON")
     enable_language(CUDA)
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
-      set(SPILLWAY_HAVE_CUDA ON)
-      message(STATUS "Spillway: CUDA backend enabled (${CMAKE_CUDA_COMPILER}, CUDA ${CUDAToolkit_VERSION})")
+      # cuDNN is not part of the toolkit's CMake package; it is installed
+      # beside it (the toolkit's lib folder) or in the system's.
+      find_library(SPILLWAY_CUDNN_LIBRARY cudnn
+        HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+      find_path(SPILLWAY_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+      if(SPILLWAY_CUDNN_LIBRARY AND SPILLWAY_CUDNN_INCLUDE_DIR AND TARGET CUDA::cublas)
+        set(SPILLWAY_HAVE_CUDA ON)
+        message(STATUS "Spillway: CUDA backend enabled (${CMAKE_CUDA_COMPILER}, CUDA ${CUDAToolkit_VERSION}, ${SPILLWAY_CUDNN_LIBRARY})")
+      else()
+        message(STATUS "Spillway: the CUDA toolkit has no cuDNN or cuBLAS here (cuDNN: ${SPILLWAY_CUDNN_LIBRARY})")
+      endif()
     endif()
   endif()
   if(NOT SPILLWAY_HAVE_CUDA)
     if(_spillway_cuda STREQUAL "ON")
-      message(FATAL_ERROR "SPILLWAY_CUDA=ON but no CUDA compiler and toolkit were found. "
-                          "Install the CUDA toolkit (nvcc on PATH) or configure with -DSPILLWAY_CUDA=AUTO or OFF.")
+      message(FATAL_ERROR "SPILLWAY_CUDA=ON but no CUDA compiler, toolkit, cuDNN and cuBLAS were found. "
+                          "Install the CUDA toolkit (nvcc on PATH) with cuDNN 9, or configure with -DSPILLWAY_CUDA=AUTO or OFF.")
     endif()
     message(STATUS "Spillway: no CUDA toolkit found; building the CPU parts only")
   endif()

@@ -2,14 +2,21 @@
 // function of the node's seed, the training step and the index (a
 // counter-based generator, SplitMix64's finaliser), so recomputing a dropout
 // or running its backward op replays the forward's mask exactly, on any
-// backend and in any order.
+// backend and in any order. The CUDA backend's kernels use this same class
+// on the device.
 #pragma once
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define SPILLWAY_HOST_DEVICE __host__ __device__
+#else
+#define SPILLWAY_HOST_DEVICE
+#endif
+
 namespace spillway::backends {
 
-constexpr uint64_t Mix64(uint64_t z) {
+SPILLWAY_HOST_DEVICE constexpr uint64_t Mix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -19,11 +26,11 @@ constexpr uint64_t Mix64(uint64_t z) {
 // The mask of one (seed, step): element i is kept with probability 1 - p.
 class DropoutMask {
  public:
-  DropoutMask(uint64_t seed, uint64_t step, double p)
+  SPILLWAY_HOST_DEVICE DropoutMask(uint64_t seed, uint64_t step, double p)
       : key_(Mix64(seed ^ Mix64(step))),
         threshold_(static_cast<uint32_t>(p * static_cast<double>(1u << kBits))) {}
 
-  bool Keeps(uint64_t index) const {
+  SPILLWAY_HOST_DEVICE bool Keeps(uint64_t index) const {
     return static_cast<uint32_t>(Mix64(key_ + index) >> (64 - kBits)) >= threshold_;
   }
 

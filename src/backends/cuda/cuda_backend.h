@@ -1,17 +1,18 @@
 // The CUDA backend: the Program's three streams as CUDA streams, its events
 // as CUDA events, the arena as one cudaMalloc, spilled tensors in pinned host
-// memory, and kernels on the device.
+// memory, and kernels on the device: cuDNN convolutions, cuBLAS matrix
+// products and its own kernels for the rest (cuda_ops.h), every one
+// deterministic.
 //
-// What it runs so far: memory, streams, events and copies in full, and the
-// element-wise kernels in cuda_kernels.cu (f32, same-shape operands).
-// CheckSupported refuses every other node by name before a step starts, so a
-// Program it cannot run fails at once with a message, not mid-step. cuDNN
-// convolutions, cuBLAS matrix products and the remaining ops are the next
-// step (docs/backends.md).
+// It runs the ops of the ResNets (convolutions, batch norm, pooling, the
+// loss, SGD and the element-wise ops) in f32. CheckSupported refuses every
+// other node by name before a step starts, so a Program it cannot run fails
+// at once with a message, not mid-step (docs/backends.md).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -23,15 +24,23 @@ namespace spillway::backends::cuda {
 
 struct CudaBackendOptions {
   int device = 0;  // the CUDA device ordinal
+  // The most workspace a convolution's algorithm may use. The kernels'
+  // scratch (the largest workspace, batch norm's partial sums) is allocated
+  // before the first step, outside the Program's arena.
+  int64_t workspace_limit = int64_t{64} << 20;
 };
 
 // The number of CUDA devices, or why there are none usable here (no driver,
 // no device): one line, for `--backend cuda` and for tests that skip.
 absl::StatusOr<int> CountDevices();
 
-// Whether the CUDA backend has a kernel for `node` (its CheckSupported):
-// Unimplemented, listing what it runs, if not. Needs no device.
-absl::Status CudaSupports(const ir::Node& node);
+// Whether the CUDA backend runs `node` of `graph` (its CheckSupported): its
+// op, f32 floating tensors, and the shapes and attributes its libraries take;
+// Unimplemented saying what it lacks (for an op it has no kernel for, listing
+// those it has). Needs no device.
+absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node);
+// Whether the CUDA backend has a kernel for `op` at all.
+bool CudaHasKernel(ir::OpKind op);
 
 class CudaBackend final : public Backend {
  public:
@@ -52,6 +61,8 @@ class CudaBackend final : public Backend {
 
   absl::Status CheckSupported(const ir::Graph& graph, const ir::Node& node) const override;
   absl::Status Prepare(const program::Program& program) override;
+  absl::Status PrepareKernel(const KernelCall& call) override;
+  std::string KernelSummary() const override;
   absl::Status RecordEvent(program::Stream stream, program::EventId event) override;
   absl::Status WaitEvent(program::Stream stream, program::EventId event) override;
 
@@ -63,7 +74,7 @@ class CudaBackend final : public Backend {
   absl::Status Download(void* host_destination, const void* device_source, int64_t bytes) override;
 
  private:
-  struct Handles;  // the CUDA streams and events, behind a pointer: no CUDA types here
+  struct Handles;  // streams, events, library handles, behind a pointer: no CUDA types here
   explicit CudaBackend(int device);
   // Makes this backend's device current on the calling thread.
   absl::Status Use() const;

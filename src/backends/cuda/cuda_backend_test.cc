@@ -6,14 +6,19 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "autodiff/training_graph.h"
 #include "backends/reference/reference_backend.h"
+#include "backends/testing/op_test.h"
+#include "ir/op_kind.h"
 #include "ir/text_format.h"
+#include "models/models.h"
 #include "program/plan.h"
 #include "program/rewriter.h"
 #include "runtime/runtime.h"
@@ -51,19 +56,48 @@ ir::Graph ParseOrDie() {
 TEST(CudaBackend, SaysWhichNodesItCannotRunWithoutNeedingADevice) {
   const ir::Graph graph = ParseOrDie();
   for (const ir::Node& node : graph.nodes()) {
-    EXPECT_TRUE(CudaSupports(node).ok()) << node.name;
+    EXPECT_TRUE(CudaSupports(graph, node).ok()) << node.name;
   }
-  absl::StatusOr<ir::Graph> conv = ir::ParseAndVerifyGraph(
-      "graph conv {\n"
-      "  input %x: f32[1,8,8,3] nhwc\n"
+  absl::StatusOr<ir::Graph> refused = ir::ParseAndVerifyGraph(
+      "graph refused {\n"
+      "  input %x: f32[2,8]\n"
+      "  param %g: f32[8]\n"
+      "  param %b: f32[8]\n"
+      "  %y: f32[2,8], %mean: f32[2], %rstd: f32[2] = layer_norm(%x, %g, %b)\n"
+      "  input %p: f32[1,8,8,3] nhwc\n"
       "  param %w: f32[4,3,3,3]\n"
-      "  %y: f32[1,6,6,4] nhwc = conv2d(%x, %w)\n"
-      "  output %y\n"
+      "  %c: f32[1,7,7,4] nhwc = conv2d(%p, %w) {pads=[1, 1, 0, 0]}\n"
+      "  output %y, %c\n"
       "}\n");
-  ASSERT_TRUE(conv.ok()) << StatusMessage(conv.status());
-  const absl::Status refused = CudaSupports(conv->node(0));
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(StatusMessage(refused), HasSubstr("no kernel for this op yet"));
+  ASSERT_TRUE(refused.ok()) << StatusMessage(refused.status());
+  const absl::Status no_kernel = CudaSupports(*refused, refused->node(0));
+  EXPECT_EQ(no_kernel.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(StatusMessage(no_kernel), HasSubstr("no kernel for this op yet"));
+  EXPECT_THAT(StatusMessage(no_kernel), HasSubstr("conv2d_backward_weight"));  // what it runs
+  const absl::Status asymmetric = CudaSupports(*refused, refused->node(1));
+  EXPECT_EQ(asymmetric.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(StatusMessage(asymmetric), HasSubstr("pads both sides alike"));
+}
+
+// The device check trains ResNet-50: every node of its training graph (and
+// of the other ResNets and VGG, made of the same ops) must have a kernel.
+TEST(CudaBackend, RunsEveryNodeOfTheResNetsTrainingGraphs) {
+  for (const char* model : {"resnet18", "resnet50", "vgg16"}) {
+    models::ModelOptions options;
+    options.batch = 2;
+    options.height = 224;  // VGG's classifier needs a multiple of 7 after five poolings
+    options.width = 224;
+    options.base_width = 8;
+    absl::StatusOr<ir::Graph> forward = models::BuildModel(model, options);
+    ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
+    absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+    ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+    for (const ir::Node& node : training->graph.nodes()) {
+      const absl::Status supported = CudaSupports(training->graph, node);
+      EXPECT_TRUE(supported.ok()) << model << ": " << node.name << " (" << ir::OpName(node.op)
+                                  << "): " << supported;
+    }
+  }
 }
 
 TEST(CudaBackend, WithoutADeviceCreatingItSaysWhy) {
@@ -119,6 +153,57 @@ TEST(CudaBackend, RunsASpillingStepBitwiseLikeTheReferenceBackend) {
   ASSERT_TRUE(outputs.ok()) << StatusMessage(outputs.status());
   EXPECT_EQ(*outputs, *expected);
 }
+
+// Every harness case whose ops (its own and its gradient's) all have CUDA
+// kernels, against the reference kernels and run twice for determinism. A
+// case with an op the backend lacks skips, naming it.
+class CudaBackendOpTest : public ::testing::TestWithParam<testing::OpTestCase> {
+ protected:
+  static void SetUpTestSuite() {
+    if (CountDevices().ok()) {
+      absl::StatusOr<std::unique_ptr<CudaBackend>> made = CudaBackend::Create({});
+      if (made.ok()) backend_ = std::move(*made).release();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete backend_;
+    backend_ = nullptr;
+  }
+  void SetUp() override {
+    if (absl::StatusOr<int> devices = CountDevices(); !devices.ok()) {
+      GTEST_SKIP() << StatusMessage(devices.status());
+    }
+    ASSERT_NE(backend_, nullptr) << "the CUDA backend did not start";
+    for (ir::OpKind op : testing::CoveredOps({GetParam()})) {
+      if (!CudaHasKernel(op)) {
+        GTEST_SKIP() << "the CUDA backend has no kernel for " << ir::OpName(op) << " yet";
+      }
+    }
+  }
+  static CudaBackend* backend_;
+};
+CudaBackend* CudaBackendOpTest::backend_ = nullptr;
+
+TEST_P(CudaBackendOpTest, MatchesReference) {
+  const absl::Status status = testing::CompareWithReference(*backend_, GetParam());
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST_P(CudaBackendOpTest, IsDeterministic) {
+  const absl::Status status = testing::CheckDeterministic(*backend_, GetParam());
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+std::string TestName(const ::testing::TestParamInfo<testing::OpTestCase>& info) {
+  std::string name = info.param.name;
+  for (char& c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(HarnessCases, CudaBackendOpTest,
+                         ::testing::ValuesIn(testing::AllOpTestCases()), TestName);
 
 }  // namespace
 }  // namespace spillway::backends::cuda

@@ -1,40 +1,91 @@
+// The element-wise kernels: activations, binary ops, add_n, fill, bias,
+// reduce_sum and the SGD update.
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/launch.cuh"
+#include "backends/dropout_mask.h"
 
 namespace spillway::backends::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-// Enough blocks to cover n with a grid-stride loop, capped so that a huge
-// tensor does not ask for more blocks than a launch allows.
-unsigned Blocks(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
-}
-
 __global__ void Relu(const float* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    y[i] = x[i] < 0.0f ? 0.0f : x[i];
-  }
+  for (int64_t i = GridStart(); i < n; i += GridStride()) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
 __global__ void ReluBackward(const float* dy, const float* y, float* dx, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-  }
+  for (int64_t i = GridStart(); i < n; i += GridStride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 // The products and sums are single IEEE operations (no contraction into FMA
 // is possible in a lone add or multiply), so the results are the CPU's bits.
 template <BinaryOp kOp>
 __global__ void Binary(const float* a, const float* b, float* c, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
     if constexpr (kOp == BinaryOp::kAdd) c[i] = a[i] + b[i];
     if constexpr (kOp == BinaryOp::kSub) c[i] = a[i] - b[i];
     if constexpr (kOp == BinaryOp::kMul) c[i] = a[i] * b[i];
+  }
+}
+
+__global__ void Dropout(const float* x, float* y, int64_t n, DropoutMask mask, float scale) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    y[i] = mask.Keeps(static_cast<uint64_t>(i)) ? x[i] * scale : 0.0f;
+  }
+}
+
+__global__ void AddN(AddNInputs inputs, float* y, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    double sum = inputs.items[0][i];
+    for (int k = 1; k < inputs.count; ++k) sum += inputs.items[k][i];
+    y[i] = static_cast<float>(sum);
+  }
+}
+
+template <typename T>
+__global__ void Fill(T* y, T value, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) y[i] = value;
+}
+
+__global__ void AddBias(float* y, const float* bias, int64_t n, int64_t channels) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) y[i] += bias[i % channels];
+}
+
+__global__ void ReduceSum(const float* x, float* y, ReduceGeometry g, int64_t y_elements) {
+  int64_t reduced_count = 1;
+  for (int d = 0; d < g.reduced_rank; ++d) reduced_count *= g.reduced_extent[d];
+  for (int64_t out = GridStart(); out < y_elements; out += GridStride()) {
+    // x's offset of this output's first element: its kept index, unravelled.
+    int64_t base = 0;
+    int64_t rest = out;
+    for (int d = g.kept_rank - 1; d >= 0; --d) {
+      base += (rest % g.kept_extent[d]) * g.kept_stride[d];
+      rest /= g.kept_extent[d];
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < reduced_count; ++j) {
+      int64_t offset = base;
+      int64_t index = j;
+      for (int d = g.reduced_rank - 1; d >= 0; --d) {
+        offset += (index % g.reduced_extent[d]) * g.reduced_stride[d];
+        index /= g.reduced_extent[d];
+      }
+      sum += x[offset];
+    }
+    y[out] = static_cast<float>(sum);
+  }
+}
+
+__global__ void SgdUpdate(const float* param, const float* grad, const float* buffer,
+                          float* param_out, float* buffer_out, int64_t n, SgdSettings s) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    const float p = param[i];
+    float g = grad[i];
+    if (s.has_decay) g += s.weight_decay * p;
+    if (s.has_buffer) {
+      const float new_buffer = s.momentum * buffer[i] + g;
+      if (buffer_out != nullptr) buffer_out[i] = new_buffer;
+      g = s.nesterov ? g + s.momentum * new_buffer : new_buffer;
+    }
+    if (param_out != nullptr) param_out[i] = p - s.lr * g;
   }
 }
 
@@ -67,6 +118,67 @@ cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* c, 
       Binary<BinaryOp::kMul><<<Blocks(n), kThreads, 0, stream>>>(a, b, c, n);
       break;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchDropout(const float* x, float* y, int64_t n, uint64_t seed, uint64_t step,
+                          double p, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (!(p >= 0.0 && p < 1.0)) return cudaErrorInvalidValue;
+  // As the reference kernel: the scale in f32, 1 / (1 - p).
+  const float scale = 1.0f / (1.0f - static_cast<float>(p));
+  Dropout<<<Blocks(n), kThreads, 0, stream>>>(x, y, n, DropoutMask(seed, step, p), scale);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddN(const AddNInputs& inputs, float* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (inputs.count < 1 || inputs.count > kMaxAddNInputs) return cudaErrorInvalidValue;
+  AddN<<<Blocks(n), kThreads, 0, stream>>>(inputs, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFill(void* y, int element_bytes, uint64_t bits, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (element_bytes) {
+    case 1:
+      Fill<uint8_t><<<Blocks(n), kThreads, 0, stream>>>(static_cast<uint8_t*>(y),
+                                                        static_cast<uint8_t>(bits), n);
+      break;
+    case 4:
+      Fill<uint32_t><<<Blocks(n), kThreads, 0, stream>>>(static_cast<uint32_t*>(y),
+                                                         static_cast<uint32_t>(bits), n);
+      break;
+    case 8:
+      Fill<uint64_t><<<Blocks(n), kThreads, 0, stream>>>(static_cast<uint64_t*>(y), bits, n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddBias(float* y, const float* bias, int64_t n, int64_t channels,
+                          cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (channels < 1) return cudaErrorInvalidValue;
+  AddBias<<<Blocks(n), kThreads, 0, stream>>>(y, bias, n, channels);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchReduceSum(const float* x, float* y, const ReduceGeometry& geometry,
+                            int64_t y_elements, cudaStream_t stream) {
+  if (y_elements == 0) return cudaSuccess;
+  ReduceSum<<<Blocks(y_elements), kThreads, 0, stream>>>(x, y, geometry, y_elements);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* buffer,
+                            float* param_out, float* buffer_out, int64_t n,
+                            const SgdSettings& settings, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SgdUpdate<<<Blocks(n), kThreads, 0, stream>>>(param, grad, buffer, param_out, buffer_out, n,
+                                                settings);
   return cudaGetLastError();
 }
 

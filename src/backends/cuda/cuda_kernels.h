@@ -1,13 +1,27 @@
-// Launchers of the CUDA backend's own kernels: element-wise f32 maps over n
-// elements, enqueued on a stream. Each returns the launch's error (an
-// execution error shows at the stream's next synchronization).
+// Launchers of the CUDA backend's own kernels (the ops cuDNN and cuBLAS do
+// not run for it), enqueued on a stream. Each returns the launch's error; an
+// execution error shows at the stream's next synchronization.
+//
+// Every kernel is deterministic: a sum runs in a fixed order that depends on
+// the shapes alone (never on the device's size or on timing), so the same
+// inputs give bitwise the same outputs on every run, which is what makes a
+// recomputed tensor bitwise the first one and every policy train like
+// `none`. Outputs may alias inputs where backends/kernel.h allows it: each
+// element's inputs are read, by the thread that writes it, before it is
+// written. Tensors are f32 and dense; activations are NHWC.
+//
+// Plain C++17 and the CUDA runtime only (what CMake's nvcc support builds),
+// so that the kernels do not depend on the project's C++20 libraries.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace spillway::backends::cuda {
+
+// ---- Element-wise maps (cuda_kernels.cu) ----
 
 enum class BinaryOp { kAdd, kSub, kMul };
 
@@ -19,5 +33,159 @@ cudaError_t LaunchReluBackward(const float* dy, const float* y, float* dx, int64
 // c = a op b, element by element (same shapes; no broadcasting).
 cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* c, int64_t n,
                          cudaStream_t stream);
+
+// Dropout and its backward op (the same map of x or dy): y = x * (1 / (1 -
+// p)) where backends/dropout_mask.h's mask of (seed, step) keeps element i,
+// else 0: the CPU's mask, so a recomputation and the backward op replay it.
+cudaError_t LaunchDropout(const float* x, float* y, int64_t n, uint64_t seed, uint64_t step,
+                          double p, cudaStream_t stream);
+
+// Up to kMaxAddNInputs input pointers, passed by value to the kernel.
+inline constexpr int kMaxAddNInputs = 16;
+struct AddNInputs {
+  const float* items[kMaxAddNInputs] = {};
+  int count = 0;
+};
+// y = the sum of the inputs, element by element, accumulated in double in
+// input order (as the reference kernel).
+cudaError_t LaunchAddN(const AddNInputs& inputs, float* y, int64_t n, cudaStream_t stream);
+
+// Every element of y = value, for y of 1, 4 or 8 bytes per element (bool,
+// f32 or i32, i64): `bits` holds the value's bytes in y's element type.
+cudaError_t LaunchFill(void* y, int element_bytes, uint64_t bits, int64_t n, cudaStream_t stream);
+
+// y[i] += bias[i % channels]: the bias of a convolution or linear layer.
+cudaError_t LaunchAddBias(float* y, const float* bias, int64_t n, int64_t channels,
+                          cudaStream_t stream);
+
+// The sum of x over some axes. x's axes are split into kept ones (y's, in
+// order) and reduced ones; each element of y is one thread's sum, in double,
+// over the reduced axes in row-major order, which is the order the reference
+// kernel adds them in.
+inline constexpr int kMaxReduceRank = 8;
+struct ReduceGeometry {
+  int kept_rank = 0;
+  int64_t kept_extent[kMaxReduceRank] = {};
+  int64_t kept_stride[kMaxReduceRank] = {};  // x's stride along each kept axis
+  int reduced_rank = 0;
+  int64_t reduced_extent[kMaxReduceRank] = {};
+  int64_t reduced_stride[kMaxReduceRank] = {};  // x's stride along each reduced axis
+};
+cudaError_t LaunchReduceSum(const float* x, float* y, const ReduceGeometry& geometry,
+                            int64_t y_elements, cudaStream_t stream);
+
+// The SGD update of backends/reference/optimizer.cc, element by element:
+// g = grad (+ weight_decay * param); with momentum, buf = momentum * buf + g
+// and g = buf (nesterov: g + momentum * buf); param -= lr * g. A null output
+// is not written; outputs alias their inputs (in place).
+struct SgdSettings {
+  float lr = 0;
+  float momentum = 0;
+  float weight_decay = 0;
+  bool has_buffer = false;
+  bool has_decay = false;
+  bool nesterov = false;
+};
+cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* buffer,
+                            float* param_out, float* buffer_out, int64_t n,
+                            const SgdSettings& settings, cudaStream_t stream);
+
+// ---- Batch norm (normalization.cu) ----
+//
+// x is seen as a matrix [rows, channels] (N, H and W by C). Per-channel sums
+// run in double over fixed chunks of rows (their size depends on `rows`
+// alone), each chunk's partial sums are added in chunk order, so statistics
+// and parameter gradients are deterministic. Every normalized value comes
+// from one expression, (x - mean) * inv_std * gamma + beta, in one kernel,
+// whether the statistics were just computed, saved by an earlier run (a
+// recomputation) or are the running ones (inference), so a recomputation
+// gives bitwise the first run's output.
+
+// Device scratch the statistics and gradient kernels need for a batch norm
+// of this size: partial sums and the per-channel values the last pass reads.
+size_t BatchNormScratchBytes(int64_t rows, int64_t channels);
+
+struct BatchNormTraining {
+  float epsilon = 1e-5f;
+  float momentum = 0.1f;  // weight of the batch in the running averages
+};
+// Training forward: the batch's mean and biased variance per channel, then
+// inv_std = 1 / sqrt(variance + epsilon), y normalized with them. Writes
+// saved_mean, saved_inv_std (nullable), and the running statistics in place
+// (nullable): running = (1 - momentum) * running + momentum * batch, the
+// variance unbiased (rows / (rows - 1)) as PyTorch does.
+cudaError_t LaunchBatchNormTraining(const float* x, const float* gamma, const float* beta,
+                                    int64_t rows, int64_t channels,
+                                    const BatchNormTraining& settings, float* y, float* saved_mean,
+                                    float* saved_inv_std, float* running_mean, float* running_var,
+                                    void* scratch, cudaStream_t stream);
+// y from given statistics: a recomputation from the saved ones.
+cudaError_t LaunchBatchNormNormalize(const float* x, const float* gamma, const float* beta,
+                                     const float* mean, const float* inv_std, int64_t rows,
+                                     int64_t channels, float* y, cudaStream_t stream);
+// Inference forward: y from the running statistics, inv_std computed as in
+// training.
+cudaError_t LaunchBatchNormInference(const float* x, const float* gamma, const float* beta,
+                                     const float* running_mean, const float* running_var,
+                                     int64_t rows, int64_t channels, float epsilon, float* y,
+                                     void* scratch, cudaStream_t stream);
+// Backward: dbeta = sum(dy), dgamma = sum(dy * x_hat) per channel, and
+// dx = gamma * inv_std * (dy - dbeta / rows - x_hat * dgamma / rows) in
+// training, gamma * inv_std * dy in inference (where `spread` is the running
+// variance, else the saved inv_std). dx may alias dy; null outputs are not
+// written.
+cudaError_t LaunchBatchNormBackward(const float* dy, const float* x, const float* gamma,
+                                    const float* mean, const float* spread, int64_t rows,
+                                    int64_t channels, bool training, float epsilon, float* dx,
+                                    float* dgamma, float* dbeta, void* scratch,
+                                    cudaStream_t stream);
+
+// ---- Pooling (pooling.cu) ----
+
+// An NHWC pooling window: x [n, h, w, c], y [n, out_h, out_w, c].
+struct PoolGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  int64_t out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+};
+// y = the window's maximum; on ties the first in window order.
+cudaError_t LaunchMaxPool(const float* x, float* y, const PoolGeometry& geometry,
+                          cudaStream_t stream);
+// dx: each dy goes to its window's first maximum. One thread per element of
+// dx gathers, in output order, the dy of the windows whose maximum it is: no
+// atomics, and the reference kernel's order of additions.
+cudaError_t LaunchMaxPoolBackward(const float* dy, const float* x, float* dx,
+                                  const PoolGeometry& geometry, cudaStream_t stream);
+// y[n, c] = the mean of x[n, :, :, c] (summed in double).
+cudaError_t LaunchGlobalAvgPool(const float* x, float* y, int64_t n, int64_t pixels,
+                                int64_t channels, cudaStream_t stream);
+// dx[n, p, c] = dy[n, c] / pixels.
+cudaError_t LaunchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t n, int64_t pixels,
+                                        int64_t channels, cudaStream_t stream);
+
+// ---- Cross-entropy loss (loss.cu) ----
+
+// Labels are i64 or i32; a row whose label is ignore_index does not count. A
+// label outside [0, classes) that is not ignore_index makes its row's loss
+// and gradient NaN (the device cannot return an error mid-step; the data
+// loader checks labels on the host).
+struct CrossEntropy {
+  int64_t rows = 0;
+  int64_t classes = 0;
+  int64_t ignore_index = -100;
+  bool mean = true;  // reduction "mean" (loss[0]), else "none" (loss[row])
+  bool labels_i32 = false;
+};
+size_t CrossEntropyScratchBytes(int64_t rows);
+cudaError_t LaunchCrossEntropyLoss(const float* logits, const void* labels,
+                                   const CrossEntropy& settings, float* loss, void* scratch,
+                                   cudaStream_t stream);
+// dlogits = scale * (softmax(logits) - onehot(label)), scale = dloss[0] /
+// (rows counted) for "mean", dloss[row] for "none"; ignored rows get 0.
+cudaError_t LaunchCrossEntropyLossBackward(const float* dloss, const float* logits,
+                                           const void* labels, const CrossEntropy& settings,
+                                           float* dlogits, void* scratch, cudaStream_t stream);
 
 }  // namespace spillway::backends::cuda

@@ -1,0 +1,58 @@
+// Convolutions through cuDNN: conv2d, conv2d_backward_data and
+// conv2d_backward_weight of NHWC activations and OHWI filters (the IR's
+// layouts, which cuDNN reads as they are: CUDNN_TENSOR_NHWC for both).
+//
+// The algorithm is chosen once per node from cuDNN's heuristics, which rank
+// the algorithms for the shapes without running anything, so the choice is
+// the same on every run: the first that cuDNN reports deterministic and that
+// needs no more workspace than the limit. Math is plain fp32 (CUDNN_FMA_MATH:
+// no TF32), as the `fp32` math mode means.
+//
+// cuDNN's tensors hold at most 2^31 elements; a larger activation (the large
+// images Spillway exists for) is convolved in slices of the batch, the
+// largest that divide it and fit, the filter gradient accumulated over the
+// slices in order.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backends/kernel.h"
+
+namespace spillway::backends::cuda {
+
+class CudnnConvolution {
+ public:
+  // For the convolution node of `call` (only the types are read). Fails with
+  // Unimplemented where cuDNN cannot run it (asymmetric padding, an image too
+  // large for one slice, no deterministic algorithm within the limit).
+  static absl::StatusOr<std::unique_ptr<CudnnConvolution>> Create(cudnnHandle_t handle,
+                                                                  const KernelCall& call,
+                                                                  int64_t workspace_limit);
+  ~CudnnConvolution();
+  CudnnConvolution(const CudnnConvolution&) = delete;
+  CudnnConvolution& operator=(const CudnnConvolution&) = delete;
+
+  // The workspace the chosen algorithm needs, in bytes.
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+  // "backward filter: algo 1 (deterministic), 2 slices of the batch", for reports.
+  const std::string& description() const { return description_; }
+
+  // Runs the call (same shapes as at Create) on the handle's stream, with
+  // `workspace` of at least workspace_bytes().
+  absl::Status Run(cudnnHandle_t handle, const KernelCall& call, void* workspace) const;
+
+ private:
+  struct Descriptors;
+  CudnnConvolution();
+
+  std::unique_ptr<Descriptors> descriptors_;
+  int64_t workspace_bytes_ = 0;
+  std::string description_;
+};
+
+}  // namespace spillway::backends::cuda

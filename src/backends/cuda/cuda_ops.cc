@@ -1,0 +1,497 @@
+#include "backends/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_status.h"
+#include "backends/cuda/matmul.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "ir/attributes.h"
+#include "ir/op_kind.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+
+namespace spillway::backends::cuda {
+namespace {
+
+// The ops the backend runs, for CudaSupports and its message.
+constexpr ir::OpKind kSupported[] = {
+    ir::OpKind::kConv2d,
+    ir::OpKind::kConv2dBackwardData,
+    ir::OpKind::kConv2dBackwardWeight,
+    ir::OpKind::kBatchNorm,
+    ir::OpKind::kBatchNormBackward,
+    ir::OpKind::kRelu,
+    ir::OpKind::kReluBackward,
+    ir::OpKind::kMaxPool,
+    ir::OpKind::kMaxPoolBackward,
+    ir::OpKind::kGlobalAvgPool,
+    ir::OpKind::kGlobalAvgPoolBackward,
+    ir::OpKind::kDropout,
+    ir::OpKind::kDropoutBackward,
+    ir::OpKind::kAdd,
+    ir::OpKind::kSub,
+    ir::OpKind::kMul,
+    ir::OpKind::kAddN,
+    ir::OpKind::kMatMul,
+    ir::OpKind::kLinear,
+    ir::OpKind::kLinearBackwardWeight,
+    ir::OpKind::kCrossEntropyLoss,
+    ir::OpKind::kCrossEntropyLossBackward,
+    ir::OpKind::kReduceSum,
+    ir::OpKind::kReshape,
+    ir::OpKind::kFlatten,
+    ir::OpKind::kFill,
+    ir::OpKind::kSgdUpdate,
+};
+
+std::string SupportedNames() {
+  std::vector<std::string_view> names;
+  for (ir::OpKind op : kSupported) names.push_back(ir::OpName(op));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// x as [rows, channels], channels the last axis.
+struct Matrix {
+  int64_t rows = 1;
+  int64_t columns = 1;
+};
+
+Matrix AsMatrix(const ir::Shape& shape) {
+  Matrix matrix;
+  matrix.columns = shape.empty() ? 1 : shape.back();
+  for (size_t d = 0; d + 1 < shape.size(); ++d) matrix.rows *= shape[d];
+  return matrix;
+}
+
+PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
+  const ir::IntList kernel = attrs.Ints("kernel");
+  const ir::IntList strides = *attrs.GetInts("strides", kernel);
+  const ir::IntList pads = *attrs.GetInts("pads", {0, 0, 0, 0});
+  PoolGeometry g;
+  g.n = x[0];
+  g.h = x[1];
+  g.w = x[2];
+  g.c = x[3];
+  g.out_h = y[1];
+  g.out_w = y[2];
+  g.kernel_h = kernel[0];
+  g.kernel_w = kernel[1];
+  g.stride_h = strides[0];
+  g.stride_w = strides[1];
+  g.pad_top = pads[0];
+  g.pad_left = pads[1];
+  return g;
+}
+
+CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
+                              const TensorRef& labels) {
+  CrossEntropy settings;
+  settings.rows = labels.num_elements();
+  settings.classes = logits.type->shape.back();
+  settings.ignore_index = *attrs.GetInt("ignore_index", -100);
+  settings.mean = *attrs.GetString("reduction", "mean") == "mean";
+  settings.labels_i32 = labels.type->dtype == ir::DType::kI32;
+  return settings;
+}
+
+// The key under which alike convolutions share their cuDNN setup.
+std::string ConvolutionKey(const KernelCall& call) {
+  std::string key(ir::OpName(call.node.op));
+  for (const TensorRef& operand : call.inputs) key += ir::TypeToString(*operand.type);
+  key += ir::TypeToString(*call.outputs[0].type);
+  for (const char* name : {"strides", "pads", "dilations"}) {
+    key += fmt::format("{}={}", name, fmt::join(*call.node.attrs.GetInts(name, {}), ","));
+  }
+  key += fmt::format("groups={}", *call.node.attrs.GetInt("groups", 1));
+  return key;
+}
+
+bool IsConvolution(ir::OpKind op) {
+  return op == ir::OpKind::kConv2d || op == ir::OpKind::kConv2dBackwardData ||
+         op == ir::OpKind::kConv2dBackwardWeight;
+}
+
+absl::Status Launched(cudaError_t error) { return CheckCuda(error, "launching the kernel"); }
+
+// The n-th input as f32 data (null where the input is absent).
+const float* In(const KernelCall& call, size_t index) {
+  return index < call.inputs.size() ? call.inputs[index].as<const float>() : nullptr;
+}
+float* Out(const KernelCall& call, size_t index) {
+  return index < call.outputs.size() ? call.outputs[index].as<float>() : nullptr;
+}
+
+absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call) {
+  const ir::Shape& shape = call.inputs[0].type->shape;
+  const int rank = static_cast<int>(shape.size());
+  if (rank > kMaxReduceRank) {
+    return absl::UnimplementedError(fmt::format(
+        "reduce_sum over rank {} (the CUDA kernel takes up to {})", rank, kMaxReduceRank));
+  }
+  std::vector<bool> reduced(shape.size(), false);
+  for (int64_t axis : call.node.attrs.Ints("axes")) {
+    reduced[static_cast<size_t>(axis < 0 ? axis + rank : axis)] = true;
+  }
+  ReduceGeometry g;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(shape.size());
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = stride;
+    stride *= shape[static_cast<size_t>(d)];
+  }
+  for (int d = 0; d < rank; ++d) {
+    const size_t axis = static_cast<size_t>(d);
+    if (reduced[axis]) {
+      g.reduced_extent[g.reduced_rank] = shape[axis];
+      g.reduced_stride[g.reduced_rank++] = strides[axis];
+    } else {
+      g.kept_extent[g.kept_rank] = shape[axis];
+      g.kept_stride[g.kept_rank++] = strides[axis];
+    }
+  }
+  return g;
+}
+
+// A fill value as the bits of the output's element type.
+absl::StatusOr<uint64_t> FillBits(ir::DType dtype, double value) {
+  switch (dtype) {
+    case ir::DType::kF32: {
+      const float f = static_cast<float>(value);
+      uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof(f));
+      return bits;
+    }
+    case ir::DType::kI32:
+      return static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(value)));
+    case ir::DType::kI64:
+      return static_cast<uint64_t>(static_cast<int64_t>(value));
+    case ir::DType::kBool:
+      return uint64_t{value != 0.0 ? 1u : 0u};
+    default:
+      return absl::UnimplementedError(fmt::format(
+          "fill of {} (the CUDA kernel fills f32, i32, i64, bool)", ir::DTypeName(dtype)));
+  }
+}
+
+}  // namespace
+
+bool CudaHasKernel(ir::OpKind op) {
+  return std::find(std::begin(kSupported), std::end(kSupported), op) != std::end(kSupported);
+}
+
+absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
+  if (!CudaHasKernel(node.op)) {
+    return absl::UnimplementedError(fmt::format(
+        "the CUDA backend has no kernel for this op yet (it runs {})", SupportedNames()));
+  }
+  const auto type = [&](ir::ValueId id) -> const ir::TensorType& { return graph.value(id).type; };
+  for (ir::ValueId id : node.inputs) {
+    const ir::DType dtype = type(id).dtype;
+    if (ir::IsFloating(dtype) && dtype != ir::DType::kF32) {
+      return absl::UnimplementedError(
+          fmt::format("the CUDA backend runs f32 tensors, not {}", ir::DTypeName(dtype)));
+    }
+  }
+  switch (node.op) {
+    case ir::OpKind::kAdd:
+    case ir::OpKind::kSub:
+    case ir::OpKind::kMul:
+    case ir::OpKind::kReluBackward:
+      if (type(node.inputs[0]).shape != type(node.inputs[1]).shape) {
+        return absl::UnimplementedError(
+            "the CUDA kernel takes operands of one shape (no broadcasting yet)");
+      }
+      break;
+    case ir::OpKind::kAddN:
+      for (ir::ValueId id : node.inputs) {
+        if (type(id).dtype != ir::DType::kF32) {
+          return absl::UnimplementedError("the CUDA add_n sums f32 tensors");
+        }
+      }
+      break;
+    case ir::OpKind::kConv2d:
+    case ir::OpKind::kConv2dBackwardData:
+    case ir::OpKind::kConv2dBackwardWeight: {
+      const ir::IntList pads = *node.attrs.GetInts("pads", {0, 0, 0, 0});
+      if (pads[0] != pads[2] || pads[1] != pads[3]) {
+        return absl::UnimplementedError(
+            fmt::format("cuDNN pads both sides alike; pads [{}] are not", fmt::join(pads, ", ")));
+      }
+      break;
+    }
+    case ir::OpKind::kMatMul:
+      return MatMulSupports(type(node.inputs[0]), type(node.inputs[1]), type(node.outputs[0]));
+    case ir::OpKind::kReduceSum:
+      if (type(node.inputs[0]).rank() > kMaxReduceRank) {
+        return absl::UnimplementedError(
+            fmt::format("the CUDA reduce_sum takes up to rank {}", kMaxReduceRank));
+      }
+      break;
+    case ir::OpKind::kFill:
+      return FillBits(type(node.outputs[0]).dtype, 0.0).status();
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+CudaOps::CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, int64_t workspace_limit)
+    : cudnn_(cudnn), cublas_(cublas), workspace_limit_(workspace_limit) {}
+
+CudaOps::~CudaOps() {
+  if (scratch_ != nullptr) cudaFree(scratch_);
+}
+
+absl::StatusOr<const CudnnConvolution*> CudaOps::Convolution(const KernelCall& call) {
+  const std::string key = ConvolutionKey(call);
+  auto it = convolutions_.find(key);
+  if (it == convolutions_.end()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CudnnConvolution> convolution,
+                     CudnnConvolution::Create(cudnn_, call, workspace_limit_));
+    it = convolutions_.emplace(key, std::move(convolution)).first;
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<int64_t> CudaOps::ScratchNeeded(const KernelCall& call) {
+  switch (call.node.op) {
+    case ir::OpKind::kConv2d:
+    case ir::OpKind::kConv2dBackwardData:
+    case ir::OpKind::kConv2dBackwardWeight: {
+      ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
+      return convolution->workspace_bytes();
+    }
+    case ir::OpKind::kBatchNorm:
+    case ir::OpKind::kBatchNormBackward: {
+      const size_t x = call.node.op == ir::OpKind::kBatchNorm ? 0 : 1;
+      const Matrix m = AsMatrix(call.inputs[x].type->shape);
+      return static_cast<int64_t>(BatchNormScratchBytes(m.rows, m.columns));
+    }
+    case ir::OpKind::kCrossEntropyLoss:
+    case ir::OpKind::kCrossEntropyLossBackward: {
+      const size_t labels = call.node.op == ir::OpKind::kCrossEntropyLoss ? 1 : 2;
+      return static_cast<int64_t>(CrossEntropyScratchBytes(call.inputs[labels].num_elements()));
+    }
+    default:
+      return int64_t{0};
+  }
+}
+
+absl::Status CudaOps::EnsureScratch(int64_t bytes) {
+  if (bytes <= scratch_bytes_) return absl::OkStatus();
+  // Only before a step (or between the op tests' kernels): cudaFree waits for
+  // the device, so no kernel still reads the old scratch.
+  if (scratch_ != nullptr) RETURN_IF_ERROR(CheckCuda(cudaFree(scratch_), "freeing scratch"));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  RETURN_IF_ERROR(CheckCuda(cudaMalloc(&scratch_, static_cast<size_t>(bytes)),
+                            fmt::format("allocating {} of kernel scratch", FormatBytes(bytes))));
+  scratch_bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaOps::Prepare(const KernelCall& call) {
+  ASSIGN_OR_RETURN(const int64_t scratch, ScratchNeeded(call));
+  RETURN_IF_ERROR(EnsureScratch(scratch));
+  const Library library =
+      IsConvolution(call.node.op) ? Library::kCudnn
+      : (call.node.op == ir::OpKind::kMatMul || call.node.op == ir::OpKind::kLinear ||
+         call.node.op == ir::OpKind::kLinearBackwardWeight)
+          ? Library::kCublas
+          : Library::kOwn;
+  ++calls_[static_cast<int>(library)];
+  return absl::OkStatus();
+}
+
+void CudaOps::ClearCounts() { std::fill(std::begin(calls_), std::end(calls_), 0); }
+
+std::string CudaOps::Summary() const {
+  return fmt::format(
+      "cuDNN {} calls ({} convolution setups), cuBLAS {}, own kernels {}; {} of "
+      "scratch outside the arena",
+      calls_[0], convolutions_.size(), calls_[1], calls_[2], FormatBytes(scratch_bytes_));
+}
+
+absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
+  const ir::Node& node = call.node;
+  ASSIGN_OR_RETURN(const int64_t scratch_needed, ScratchNeeded(call));
+  RETURN_IF_ERROR(EnsureScratch(scratch_needed));
+  const TensorRef& y = call.outputs[0];
+  switch (node.op) {
+    case ir::OpKind::kRelu:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchRelu(In(call, 0), y.as<float>(), y.num_elements(), stream));
+    case ir::OpKind::kReluBackward:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(
+          LaunchReluBackward(In(call, 0), In(call, 1), y.as<float>(), y.num_elements(), stream));
+    case ir::OpKind::kAdd:
+    case ir::OpKind::kSub:
+    case ir::OpKind::kMul: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const BinaryOp op = node.op == ir::OpKind::kAdd   ? BinaryOp::kAdd
+                          : node.op == ir::OpKind::kSub ? BinaryOp::kSub
+                                                        : BinaryOp::kMul;
+      return Launched(
+          LaunchBinary(op, In(call, 0), In(call, 1), y.as<float>(), y.num_elements(), stream));
+    }
+    case ir::OpKind::kDropout:
+    case ir::OpKind::kDropoutBackward: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const double p = node.attrs.Float("p");
+      if (!(p >= 0.0 && p < 1.0)) {
+        return absl::InvalidArgumentError(fmt::format("p must be in [0, 1), got {}", p));
+      }
+      return Launched(LaunchDropout(In(call, 0), y.as<float>(), y.num_elements(),
+                                    static_cast<uint64_t>(node.attrs.Int("seed")),
+                                    call.context.step, p, stream));
+    }
+    case ir::OpKind::kAddN: {
+      if (y.data == nullptr) return absl::OkStatus();
+      // Sixteen inputs per launch; past that, the partial sum is the next
+      // launch's first input.
+      size_t next = 0;
+      while (next < call.inputs.size()) {
+        AddNInputs inputs;
+        if (next > 0) inputs.items[inputs.count++] = y.as<const float>();
+        while (inputs.count < kMaxAddNInputs && next < call.inputs.size()) {
+          inputs.items[inputs.count++] = In(call, next++);
+        }
+        RETURN_IF_ERROR(Launched(LaunchAddN(inputs, y.as<float>(), y.num_elements(), stream)));
+      }
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kFill: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const uint64_t bits,
+                       FillBits(y.type->dtype, *node.attrs.GetFloat("value", 0.0)));
+      return Launched(LaunchFill(y.data, static_cast<int>(ir::DTypeSize(y.type->dtype)), bits,
+                                 y.num_elements(), stream));
+    }
+    case ir::OpKind::kReshape:
+    case ir::OpKind::kFlatten:
+      if (y.data == nullptr || y.data == call.inputs[0].data) return absl::OkStatus();
+      return CheckCuda(
+          cudaMemcpyAsync(y.data, call.inputs[0].data, static_cast<size_t>(y.type->bytes()),
+                          cudaMemcpyDeviceToDevice, stream),
+          "copying the elements");
+    case ir::OpKind::kReduceSum: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const ReduceGeometry geometry, MakeReduceGeometry(call));
+      return Launched(
+          LaunchReduceSum(In(call, 0), y.as<float>(), geometry, y.num_elements(), stream));
+    }
+    case ir::OpKind::kSgdUpdate: {
+      SgdSettings settings;
+      settings.lr = static_cast<float>(node.attrs.Float("lr"));
+      const double momentum = *node.attrs.GetFloat("momentum", 0.0);
+      const double weight_decay = *node.attrs.GetFloat("weight_decay", 0.0);
+      settings.momentum = static_cast<float>(momentum);
+      settings.weight_decay = static_cast<float>(weight_decay);
+      settings.has_buffer = momentum != 0.0;
+      settings.has_decay = weight_decay != 0.0;
+      settings.nesterov = *node.attrs.GetBool("nesterov", false);
+      if (call.inputs.size() != (settings.has_buffer ? 3u : 2u)) {
+        return absl::InvalidArgumentError(
+            fmt::format("momentum {} needs {} inputs", momentum, settings.has_buffer ? 3 : 2));
+      }
+      return Launched(LaunchSgdUpdate(In(call, 0), In(call, 1),
+                                      settings.has_buffer ? In(call, 2) : nullptr, Out(call, 0),
+                                      settings.has_buffer ? Out(call, 1) : nullptr,
+                                      call.inputs[0].num_elements(), settings, stream));
+    }
+    case ir::OpKind::kConv2d:
+    case ir::OpKind::kConv2dBackwardData:
+    case ir::OpKind::kConv2dBackwardWeight: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
+      RETURN_IF_ERROR(CheckCudnn(cudnnSetStream(cudnn_, stream), "setting cuDNN's stream"));
+      return convolution->Run(cudnn_, call, scratch_);
+    }
+    case ir::OpKind::kMatMul:
+    case ir::OpKind::kLinear:
+    case ir::OpKind::kLinearBackwardWeight:
+      if (y.data == nullptr) return absl::OkStatus();
+      RETURN_IF_ERROR(CheckCublas(cublasSetStream(cublas_, stream), "setting cuBLAS's stream"));
+      if (node.op == ir::OpKind::kMatMul) return RunMatMul(cublas_, call);
+      if (node.op == ir::OpKind::kLinear) return RunLinear(cublas_, call);
+      return RunLinearBackwardWeight(cublas_, call);
+    case ir::OpKind::kBatchNorm: {
+      const Matrix m = AsMatrix(call.inputs[0].type->shape);
+      const float epsilon = static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5));
+      if (call.inputs.size() == 7) {  // a recomputation, from the saved statistics
+        if (y.data == nullptr) return absl::OkStatus();
+        return Launched(LaunchBatchNormNormalize(In(call, 0), In(call, 1), In(call, 2), In(call, 5),
+                                                 In(call, 6), m.rows, m.columns, y.as<float>(),
+                                                 stream));
+      }
+      if (!*node.attrs.GetBool("training", true)) {
+        if (y.data == nullptr) return absl::OkStatus();
+        return Launched(LaunchBatchNormInference(In(call, 0), In(call, 1), In(call, 2), In(call, 3),
+                                                 In(call, 4), m.rows, m.columns, epsilon,
+                                                 y.as<float>(), scratch_, stream));
+      }
+      if (m.rows < 2) {
+        return absl::InvalidArgumentError("training needs more than one value per channel");
+      }
+      BatchNormTraining settings;
+      settings.epsilon = epsilon;
+      settings.momentum = static_cast<float>(*node.attrs.GetFloat("momentum", 0.1));
+      return Launched(LaunchBatchNormTraining(
+          In(call, 0), In(call, 1), In(call, 2), m.rows, m.columns, settings, Out(call, 0),
+          Out(call, 1), Out(call, 2), Out(call, 3), Out(call, 4), scratch_, stream));
+    }
+    case ir::OpKind::kBatchNormBackward: {
+      const Matrix m = AsMatrix(call.inputs[1].type->shape);
+      return Launched(
+          LaunchBatchNormBackward(In(call, 0), In(call, 1), In(call, 2), In(call, 3), In(call, 4),
+                                  m.rows, m.columns, *node.attrs.GetBool("training", true),
+                                  static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5)),
+                                  Out(call, 0), Out(call, 1), Out(call, 2), scratch_, stream));
+    }
+    case ir::OpKind::kMaxPool:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchMaxPool(
+          In(call, 0), y.as<float>(),
+          MakePoolGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape), stream));
+    case ir::OpKind::kMaxPoolBackward:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchMaxPoolBackward(
+          In(call, 0), In(call, 1), y.as<float>(),
+          MakePoolGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
+    case ir::OpKind::kGlobalAvgPool: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const ir::Shape& x = call.inputs[0].type->shape;
+      return Launched(
+          LaunchGlobalAvgPool(In(call, 0), y.as<float>(), x[0], x[1] * x[2], x[3], stream));
+    }
+    case ir::OpKind::kGlobalAvgPoolBackward: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const ir::Shape& x = y.type->shape;
+      return Launched(
+          LaunchGlobalAvgPoolBackward(In(call, 0), y.as<float>(), x[0], x[1] * x[2], x[3], stream));
+    }
+    case ir::OpKind::kCrossEntropyLoss:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(
+          LaunchCrossEntropyLoss(In(call, 0), call.inputs[1].data,
+                                 MakeCrossEntropy(node.attrs, call.inputs[0], call.inputs[1]),
+                                 y.as<float>(), scratch_, stream));
+    case ir::OpKind::kCrossEntropyLossBackward:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchCrossEntropyLossBackward(
+          In(call, 0), In(call, 1), call.inputs[2].data,
+          MakeCrossEntropy(node.attrs, call.inputs[1], call.inputs[2]), y.as<float>(), scratch_,
+          stream));
+    default:
+      return absl::UnimplementedError(fmt::format(
+          "the CUDA backend has no kernel for this op yet (it runs {})", SupportedNames()));
+  }
+}
+
+}  // namespace spillway::backends::cuda

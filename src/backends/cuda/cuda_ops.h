@@ -1,0 +1,65 @@
+// What runs each op on the CUDA backend: cuDNN for convolutions, cuBLAS for
+// matrix products, the backend's own kernels (cuda_kernels.h) for the rest.
+// Internal to backends/cuda; CudaBackend owns one.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "backends/cuda/convolution.h"
+#include "backends/kernel.h"
+
+namespace spillway::backends::cuda {
+
+class CudaOps {
+ public:
+  // The handles are the backend's; convolutions may use up to
+  // `workspace_limit` bytes of workspace.
+  CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, int64_t workspace_limit);
+  ~CudaOps();
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  // Before a step, for each call it will run: chooses the convolution
+  // algorithms and grows the device scratch (convolution workspaces, batch
+  // norm's partial sums, the loss's per-row values) to what the calls need,
+  // so that nothing is allocated mid-step. Run does the same for a call
+  // Prepare has not seen (the op tests run kernels one by one).
+  absl::Status Prepare(const KernelCall& call);
+
+  // Enqueues `call` on `stream`.
+  absl::Status Run(cudaStream_t stream, const KernelCall& call);
+
+  // "cuDNN 158 convolutions (12 shapes), cuBLAS 3, own kernels 342; 24.0 MiB
+  // of scratch": what ran the calls prepared since the last Clear.
+  std::string Summary() const;
+  // Forgets the counts (a new Program); keeps the convolutions and scratch.
+  void ClearCounts();
+
+  // Device scratch held now, outside the Program's arena.
+  int64_t scratch_bytes() const { return scratch_bytes_; }
+
+ private:
+  enum class Library { kCudnn, kCublas, kOwn };
+  absl::StatusOr<const CudnnConvolution*> Convolution(const KernelCall& call);
+  absl::StatusOr<int64_t> ScratchNeeded(const KernelCall& call);
+  absl::Status EnsureScratch(int64_t bytes);
+
+  cudnnHandle_t cudnn_;
+  cublasHandle_t cublas_;
+  int64_t workspace_limit_;
+  // By shapes and attributes: nodes alike share one.
+  absl::flat_hash_map<std::string, std::unique_ptr<CudnnConvolution>> convolutions_;
+  void* scratch_ = nullptr;
+  int64_t scratch_bytes_ = 0;
+  int64_t calls_[3] = {0, 0, 0};  // prepared calls per Library
+};
+
+}  // namespace spillway::backends::cuda
