@@ -35,5 +35,14 @@ TEST(BackendRegistry, AnUnknownNameListsTheKnownOnes) {
               HasSubstr("unknown backend 'gpu'; the backends are cpu, reference"));
 }
 
+// Empty in the default build; with SPILLWAY_CPU_BACKEND=OFF, the cpu backend.
+TEST(BackendRegistry, ABackendLeftOutOfTheBuildIsUnknownAndSaysWhy) {
+  for (const BackendInfo& info : ListLeftOutBackends()) {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(info.name, {});
+    EXPECT_EQ(backend.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(StatusMessage(backend.status()), HasSubstr(info.description));
+  }
+}
+
 }  // namespace
 }  // namespace spillway::backends
