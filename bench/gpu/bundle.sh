@@ -14,7 +14,8 @@
 # wheels' library folders (found with $PYTHON, default python3) on
 # LD_LIBRARY_PATH. The bundle is then checked here: no library from outside
 # DIR/lib but those, a plan, the CUDA tests (they skip without a GPU), and its
-# size, at most 48 MiB. Progress goes to stderr.
+# size, at most 48 MiB. Progress goes to stderr. DIR, like SPILLWAY_BUILD, is
+# relative to the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -26,7 +27,7 @@ dir=""
 for arg in "$@"; do
   case "$arg" in
     -h | --help)
-      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     -*) usage ;;
