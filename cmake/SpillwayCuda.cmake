@@ -1,7 +1,17 @@
 # SPILLWAY_CUDA=AUTO builds the CUDA parts when a CUDA compiler is found,
 # ON requires one, OFF never looks. The result is SPILLWAY_HAVE_CUDA.
+#
+# SPILLWAY_CUDA_STATIC_RUNTIME links the CUDA runtime into the binaries
+# (libcudart_static.a) instead of against libcudart.so; they then need only
+# the driver's libcuda.so.1. SPILLWAY_CUDART names the target to link.
 string(TOUPPER "${SPILLWAY_CUDA}" _spillway_cuda)
 set(SPILLWAY_HAVE_CUDA OFF)
+option(SPILLWAY_CUDA_STATIC_RUNTIME "Link the CUDA runtime statically (libcudart_static)" OFF)
+if(SPILLWAY_CUDA_STATIC_RUNTIME)
+  set(SPILLWAY_CUDART CUDA::cudart_static)
+else()
+  set(SPILLWAY_CUDART CUDA::cudart)
+endif()
 if(_spillway_cuda STREQUAL "OFF")
   message(STATUS "Spillway: CUDA backend disabled (SPILLWAY_CUDA=OFF)")
 elseif(_spillway_cuda STREQUAL "AUTO" OR _spillway_cuda STREQUAL "ON")

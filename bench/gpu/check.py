@@ -96,9 +96,12 @@ class DeviceMemory:
 
 
 def gpu_profile():
-    done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total",
-                           "--format=csv,noheader,nounits"], capture_output=True, text=True)
-    if done.returncode != 0 or not done.stdout.strip():
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total",
+                               "--format=csv,noheader,nounits"], capture_output=True, text=True)
+    except FileNotFoundError:
+        done = None
+    if done is None or done.returncode != 0 or not done.stdout.strip():
         sys.exit("check.py: nvidia-smi finds no GPU here (use --dry-run on a machine without one)")
     name, total_mib = [field.strip() for field in done.stdout.splitlines()[0].split(",")]
     for key, profile in PROFILES:

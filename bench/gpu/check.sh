@@ -55,7 +55,7 @@ if [[ -x "$cuda_test" ]]; then
     tail -20 "$out/cuda_test.log" >&2
     echo "check.sh: the CUDA tests failed (the runs below go on)" >&2
   fi
-  grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$out/cuda_test.log" || true
+  grep -E '^\[  (PASSED|SKIPPED|FAILED)  ?\] [0-9]+ tests?|^\[  FAILED  \] [A-Za-z]' "$out/cuda_test.log" || true
 else
   echo "check: no CUDA tests in $build (built without the CUDA toolkit)" | tee "$out/cuda_test.log"
 fi

@@ -24,10 +24,17 @@ struct BackendInfo {
   std::string description;  // one line, for --help
 };
 
-// Every backend built in, in a fixed order (the default first).
+// Every backend built in, in a fixed order (the default first: cpu, or cuda
+// in a build without the CPU backend).
 const std::vector<BackendInfo>& ListBackends();
 
-// NotFound naming the known backends for an unknown name; the backend's own
+// The backends Spillway has that this build leaves out, each with the reason
+// as its description (the cpu backend with SPILLWAY_CPU_BACKEND=OFF); empty
+// in the default build.
+const std::vector<BackendInfo>& ListLeftOutBackends();
+
+// NotFound naming the known backends for an unknown name (and the reason for
+// one this build leaves out); the backend's own
 // error where it cannot start here (the cpu backend: a bad ISA variable).
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(std::string_view name,
                                                      const BackendOptions& options);

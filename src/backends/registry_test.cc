@@ -12,9 +12,20 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A build configured with SPILLWAY_CPU_BACKEND=OFF (the gpu-check preset).
+bool CpuLeftOut() {
+  for (const BackendInfo& info : ListLeftOutBackends()) {
+    if (info.name == "cpu") return true;
+  }
+  return false;
+}
+
 TEST(BackendRegistry, MakesEveryListedBackendUnderItsName) {
   ASSERT_FALSE(ListBackends().empty());
-  EXPECT_EQ(ListBackends().front().name, "cpu");  // the default comes first
+  // The default comes first: cpu, or in a build without it cuda (or reference).
+  bool has_cuda = false;
+  for (const BackendInfo& info : ListBackends()) has_cuda = has_cuda || info.name == "cuda";
+  EXPECT_EQ(ListBackends().front().name, !CpuLeftOut() ? "cpu" : (has_cuda ? "cuda" : "reference"));
   for (const BackendInfo& info : ListBackends()) {
     absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(info.name, {.threads = 1});
     // A GPU backend built on a machine without a GPU says so, in one line.
@@ -32,7 +43,17 @@ TEST(BackendRegistry, AnUnknownNameListsTheKnownOnes) {
   absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend("gpu", {});
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(StatusMessage(backend.status()),
-              HasSubstr("unknown backend 'gpu'; the backends are cpu, reference"));
+              HasSubstr(CpuLeftOut() ? "unknown backend 'gpu'; the backends are "
+                                     : "unknown backend 'gpu'; the backends are cpu, reference"));
+}
+
+// Empty in the default build; with SPILLWAY_CPU_BACKEND=OFF, the cpu backend.
+TEST(BackendRegistry, ABackendLeftOutOfTheBuildIsUnknownAndSaysWhy) {
+  for (const BackendInfo& info : ListLeftOutBackends()) {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = MakeBackend(info.name, {});
+    EXPECT_EQ(backend.status().code(), absl::StatusCode::kNotFound);
+    EXPECT_THAT(StatusMessage(backend.status()), HasSubstr(info.description));
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cli/backend_flags.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,23 @@ void AddBackendFlags(CLI::App& command, BackendFlags& flags) {
     names.push_back(info.name);
     descriptions.push_back(fmt::format("{} ({})", info.name, info.description));
   }
-  command.add_option("--backend", flags.backend, fmt::format("{}", fmt::join(descriptions, "; ")))
-      ->check(CLI::IsMember(names))
-      ->capture_default_str();
+  // A build without the default backend (cpu, with SPILLWAY_CPU_BACKEND=OFF)
+  // defaults to the first it has, and `--backend cpu` says why it is missing.
+  if (std::find(names.begin(), names.end(), flags.backend) == names.end()) {
+    flags.backend = names.front();
+  }
+  CLI::Option* backend = command.add_option("--backend", flags.backend,
+                                            fmt::format("{}", fmt::join(descriptions, "; ")));
+  for (const backends::BackendInfo& left_out : backends::ListLeftOutBackends()) {
+    backend->check(CLI::Validator(
+        [left_out, names](const std::string& value) {
+          return value == left_out.name ? fmt::format("{}; the backends are {}",
+                                                      left_out.description, fmt::join(names, ", "))
+                                        : std::string();
+        },
+        /*validator_desc=*/""));
+  }
+  backend->check(CLI::IsMember(names))->capture_default_str();
   command
       .add_option("--threads", flags.threads,
                   fmt::format("Threads per kernel on the cpu backend, 1 to {}; results are bitwise "

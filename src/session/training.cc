@@ -9,6 +9,19 @@
 #include "support/status_macros.h"
 
 namespace spillway::session {
+namespace {
+
+// The CPU backend's ISA paths; an error in a build without the CPU backend
+// (SPILLWAY_CPU_BACKEND=OFF), where a spec never names a working cpu backend.
+absl::StatusOr<backends::cpu::CpuIsaPaths> DescribeCpuPaths() {
+#ifdef SPILLWAY_NO_CPU_BACKEND
+  return absl::FailedPreconditionError("this build has no CPU backend");
+#else
+  return backends::cpu::DescribeCpuIsaPaths();
+#endif
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendSpec& spec) {
   return backends::MakeBackend(spec.backend, {.threads = spec.threads});
@@ -16,7 +29,7 @@ absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendSpec
 
 std::string DescribeBackend(const BackendSpec& spec) {
   if (spec.backend != "cpu") return spec.backend;
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = DescribeCpuPaths();
   if (!paths.ok()) return fmt::format("cpu, {} threads", spec.threads);
   return fmt::format("cpu, {} threads, oneDNN {} on {}, direct kernels {}", spec.threads,
                      paths->onednn_version, paths->onednn_isa, paths->direct_kernels);
@@ -24,7 +37,7 @@ std::string DescribeBackend(const BackendSpec& spec) {
 
 std::string DirectKernelPath(const BackendSpec& spec) {
   if (spec.backend != "cpu") return "";
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = DescribeCpuPaths();
   return paths.ok() ? paths->direct_kernels : "";
 }
 
@@ -35,7 +48,7 @@ nlohmann::ordered_json BackendToJson(const BackendSpec& spec) {
                                  {"onednn_isa", nullptr},
                                  {"direct_kernels", nullptr}};
   if (spec.backend != "cpu") return json;
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = backends::cpu::DescribeCpuIsaPaths();
+  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = DescribeCpuPaths();
   if (!paths.ok()) return json;
   json["onednn_version"] = paths->onednn_version;
   json["onednn_isa"] = paths->onednn_isa;
