@@ -24,20 +24,32 @@ struct Entry {
   Factory make;
 };
 
+// A host backend computes in fp32 only.
+absl::Status RefuseTf32(std::string_view backend, const BackendOptions& options) {
+  if (!options.tf32) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format(
+      "the {} backend computes in fp32 only; TF32 (--math-mode tf32) is the cuda backend's",
+      backend));
+}
+
 #ifndef SPILLWAY_NO_CPU_BACKEND
 absl::StatusOr<std::unique_ptr<Backend>> MakeCpu(const BackendOptions& options) {
+  RETURN_IF_ERROR(RefuseTf32("cpu", options));
   RETURN_IF_ERROR(cpu::CheckCpuIsaEnvironment());
   return std::make_unique<cpu::CpuBackend>(cpu::CpuBackendOptions{.threads = options.threads});
 }
 #endif
 
-absl::StatusOr<std::unique_ptr<Backend>> MakeReference(const BackendOptions& /*options*/) {
+absl::StatusOr<std::unique_ptr<Backend>> MakeReference(const BackendOptions& options) {
+  RETURN_IF_ERROR(RefuseTf32("reference", options));
   return std::make_unique<reference::ReferenceBackend>();
 }
 
 #ifdef SPILLWAY_WITH_CUDA
-absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(const BackendOptions& /*options*/) {
-  ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> backend, cuda::CudaBackend::Create({}));
+absl::StatusOr<std::unique_ptr<Backend>> MakeCuda(const BackendOptions& options) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::CudaBackend> backend,
+      cuda::CudaBackend::Create({.tf32 = options.tf32, .deterministic = options.deterministic}));
   return std::unique_ptr<Backend>(std::move(backend));
 }
 

@@ -17,6 +17,15 @@ struct BackendOptions {
   // Threads each kernel may use where the backend runs kernels on the host
   // (the cpu backend); results are bitwise reproducible for a given count.
   int threads = 1;
+  // Convolutions on TF32 tensor cores (`--math-mode tf32`; matrix products
+  // stay fp32, as PyTorch's defaults). Only the cuda backend has them; the
+  // others refuse it.
+  bool tf32 = false;
+  // False allows nondeterministic algorithms where they are faster (cuda):
+  // the same step may then give different bits from run to run, and the
+  // policies no longer train bitwise alike. The host backends are always
+  // deterministic.
+  bool deterministic = true;
 };
 
 struct BackendInfo {

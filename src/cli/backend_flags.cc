@@ -45,6 +45,17 @@ void AddBackendFlags(CLI::App& command, BackendFlags& flags) {
                               kMaxThreads))
       ->check(Integer(1, kMaxThreads))
       ->capture_default_str();
+  command
+      .add_option("--math-mode", flags.math_mode,
+                  "fp32, or tf32: convolutions on TF32 tensor cores, matrix products in fp32 (the "
+                  "cuda backend; PyTorch's defaults). The planner costs the step in the same mode")
+      ->check(CLI::IsMember({"fp32", "tf32"}))
+      ->capture_default_str();
+  command.add_flag_callback(
+      "--nondeterministic", [&flags] { flags.deterministic = false; },
+      "Let the cuda backend pick nondeterministic algorithms where faster: the same step may give "
+      "different bits from run to run, and policies no longer train bitwise alike (the cpu "
+      "backend is always deterministic)");
 }
 
 }  // namespace spillway::cli

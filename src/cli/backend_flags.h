@@ -1,5 +1,5 @@
-// --backend and --threads, shared by the commands that run kernels (train,
-// forward, profile). Making the backend and saying which code paths it took
+// --backend, --threads, --math-mode and --nondeterministic, shared by the
+// commands that run kernels (train, forward, profile). Making the backend and saying which code paths it took
 // are the session library's (session/training.h).
 #pragma once
 

@@ -526,7 +526,10 @@ TEST(Cli, TrainErrorsAreOneLine) {
            {"train --model gpt2 --layers 1 --d-model 16 --heads 2 --seq-len 8 --vocab 16 --data "
             "/nonexistent",
             "'/nonexistent' is not a directory"},
-           {"train --model resnet18 --image 32 --trace /nonexistent/step.json", "/nonexistent"}}) {
+           {"train --model resnet18 --image 32 --trace /nonexistent/step.json", "/nonexistent"},
+           {"train --model resnet18 --image 32 --math-mode tf32",
+            "the cpu backend computes in fp32 only"},
+           {"train --model resnet18 --image 32 --math-mode fp16", "fp16 not in {fp32,tf32}"}}) {
     const CommandResult run = Spillway(args);
     EXPECT_EQ(run.exit_code, 2) << args << "\n" << run.out;
     EXPECT_THAT(run.out, HasSubstr(message)) << args;

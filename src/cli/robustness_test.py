@@ -283,6 +283,8 @@ for value in ["0", "2000", "many"]:
 case(f"{train} --optimizer lamb", "lamb")
 case(f"{train} --policy greedy", "greedy")
 case(f"{train} --backend gpu", "gpu")
+case(f"{train} --math-mode bf16", "bf16")
+case(f"{train} --math-mode tf32", "the cpu backend computes in fp32 only")
 case(f"{train} --budget 1KiB", "cannot fit the step in a budget of 1.00 KiB")
 case(f"{train} --budget lots", "'lots'")
 case(f"{train} --hardware tpu", "'tpu'")

@@ -181,6 +181,8 @@ CommandRunner AddTrainCommand(CLI::App& app) {
     // Before planning and training, not after them.
     if (!flags->save.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->save, "checkpoint"));
     if (!flags->trace.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->trace, "trace"));
+    // The planner costs the step in the math the backend runs.
+    flags->request.math_mode = flags->backend.math_mode;
     ASSIGN_OR_RETURN(train::TrainerOptions options, session::MakeTrainerOptions(flags->request));
     ASSIGN_OR_RETURN(const session::Workload workload,
                      session::BuildWorkload(flags->request.workload));

@@ -153,6 +153,34 @@ TEST(Training, TheTrainerOptionsHaveTheDocumentedDefaults) {
   EXPECT_EQ(DescribeOptimizer(adamw.optimizer), "adamw, lr 0.001, weight decay 0.05");
   request.optimizer = "lion";
   EXPECT_EQ(MakeTrainerOptions(request).status().message(), "--optimizer 'lion': sgd or adamw");
+  request.optimizer = "sgd";
+  EXPECT_EQ(sgd.math_mode, analysis::MathMode::kFp32);
+  request.math_mode = "tf32";
+  ASSERT_OK_AND_ASSIGN(const train::TrainerOptions tf32, MakeTrainerOptions(request));
+  EXPECT_EQ(tf32.math_mode, analysis::MathMode::kTf32);
+  request.math_mode = "bf17";
+  EXPECT_EQ(MakeTrainerOptions(request).status().message(),
+            "--math-mode 'bf17': fp32, tf32 or fp16");
+}
+
+// The host backends compute in fp32 only, and no backend runs fp16: each a
+// one-line error naming the mode. Determinism and the mode are described.
+TEST(Training, ABackendRefusesAMathModeItDoesNotRun) {
+  for (const char* backend : {"cpu", "reference"}) {
+    const absl::StatusOr<std::unique_ptr<backends::Backend>> tf32 =
+        MakeBackend({.backend = backend, .threads = 1, .math_mode = "tf32"});
+    EXPECT_EQ(tf32.status().code(), absl::StatusCode::kInvalidArgument) << backend;
+    EXPECT_THAT(tf32.status().message(), HasSubstr("computes in fp32 only")) << backend;
+  }
+  const absl::StatusOr<std::unique_ptr<backends::Backend>> fp16 =
+      MakeBackend({.backend = "cpu", .threads = 1, .math_mode = "fp16"});
+  EXPECT_THAT(fp16.status().message(), HasSubstr("no backend runs fp16 kernels yet"));
+  EXPECT_TRUE(MakeBackend({.backend = "cpu", .threads = 1, .deterministic = false}).ok());
+  EXPECT_EQ(DescribeBackend({.backend = "reference", .math_mode = "tf32", .deterministic = false}),
+            "reference, tf32, nondeterministic");
+  const nlohmann::ordered_json json = BackendToJson({.backend = "reference"});
+  EXPECT_EQ(json["math_mode"], "fp32");
+  EXPECT_EQ(json["deterministic"], true);
 }
 
 TEST(Training, ACostsFileFromAnotherConfigurationIsNamed) {

@@ -24,15 +24,29 @@ absl::StatusOr<backends::cpu::CpuIsaPaths> DescribeCpuPaths() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendSpec& spec) {
-  return backends::MakeBackend(spec.backend, {.threads = spec.threads});
+  if (spec.math_mode != "fp32" && spec.math_mode != "tf32") {
+    return absl::InvalidArgumentError(
+        spec.math_mode == "fp16"
+            ? "--math-mode fp16: no backend runs fp16 kernels yet (plan with it: spillway plan)"
+            : fmt::format("--math-mode '{}': fp32 or tf32", spec.math_mode));
+  }
+  return backends::MakeBackend(spec.backend, {.threads = spec.threads,
+                                              .tf32 = spec.math_mode == "tf32",
+                                              .deterministic = spec.deterministic});
 }
 
 std::string DescribeBackend(const BackendSpec& spec) {
-  if (spec.backend != "cpu") return spec.backend;
-  absl::StatusOr<backends::cpu::CpuIsaPaths> paths = DescribeCpuPaths();
-  if (!paths.ok()) return fmt::format("cpu, {} threads", spec.threads);
-  return fmt::format("cpu, {} threads, oneDNN {} on {}, direct kernels {}", spec.threads,
-                     paths->onednn_version, paths->onednn_isa, paths->direct_kernels);
+  std::string described = spec.backend;
+  if (spec.backend == "cpu") {
+    absl::StatusOr<backends::cpu::CpuIsaPaths> paths = DescribeCpuPaths();
+    described = paths.ok() ? fmt::format("cpu, {} threads, oneDNN {} on {}, direct kernels {}",
+                                         spec.threads, paths->onednn_version, paths->onednn_isa,
+                                         paths->direct_kernels)
+                           : fmt::format("cpu, {} threads", spec.threads);
+  }
+  if (spec.math_mode != "fp32") described += ", " + spec.math_mode;
+  if (!spec.deterministic) described += ", nondeterministic";
+  return described;
 }
 
 std::string DirectKernelPath(const BackendSpec& spec) {
@@ -42,11 +56,11 @@ std::string DirectKernelPath(const BackendSpec& spec) {
 }
 
 nlohmann::ordered_json BackendToJson(const BackendSpec& spec) {
-  nlohmann::ordered_json json = {{"backend", spec.backend},
-                                 {"threads", spec.threads},
-                                 {"onednn_version", nullptr},
-                                 {"onednn_isa", nullptr},
-                                 {"direct_kernels", nullptr}};
+  nlohmann::ordered_json json = {
+      {"backend", spec.backend},     {"threads", spec.threads},
+      {"math_mode", spec.math_mode}, {"deterministic", spec.deterministic},
+      {"onednn_version", nullptr},   {"onednn_isa", nullptr},
+      {"direct_kernels", nullptr}};
   if (spec.backend != "cpu") return json;
   absl::StatusOr<backends::cpu::CpuIsaPaths> paths = DescribeCpuPaths();
   if (!paths.ok()) return json;
@@ -95,6 +109,12 @@ absl::StatusOr<train::TrainerOptions> MakeTrainerOptions(const TrainingRequest& 
   optimizer.weight_decay = request.weight_decay;
   options.policy = request.policy;
   ASSIGN_OR_RETURN(options.hardware, analysis::LoadHardwareProfile(request.hardware));
+  const std::optional<analysis::MathMode> math_mode = analysis::ParseMathMode(request.math_mode);
+  if (!math_mode.has_value()) {
+    return absl::InvalidArgumentError(
+        fmt::format("--math-mode '{}': fp32, tf32 or fp16", request.math_mode));
+  }
+  options.math_mode = *math_mode;
   ASSIGN_OR_RETURN(options.budget_bytes, planner::ParseBudget(request.budget, options.hardware));
   options.planner = request.planner;
   options.data.source = request.data;

@@ -22,14 +22,22 @@ namespace spillway::session {
 struct BackendSpec {
   std::string backend = "cpu";
   int threads = 2;
+  // fp32, or tf32 (TF32 convolutions on the cuda backend); the planner costs
+  // the step in the same mode. fp16 plans only: no backend runs it.
+  std::string math_mode = "fp32";
+  // False allows the cuda backend's nondeterministic algorithms.
+  bool deterministic = true;
 };
 
-// The backend the spec names. The CPU backend's ISA switches
+// The backend the spec names, in its math mode (a one-line error for a mode
+// the backend does not run). The CPU backend's ISA switches
 // (ONEDNN_MAX_CPU_ISA, SPILLWAY_DIRECT_KERNELS) are checked first, so a bad
 // value is a one-line error rather than a silent default.
 absl::StatusOr<std::unique_ptr<backends::Backend>> MakeBackend(const BackendSpec& spec);
 
-// "cpu, 2 threads, oneDNN 2.6.3 on avx512_core, direct kernels avx512", or "reference".
+// "cpu, 2 threads, oneDNN 2.6.3 on avx512_core, direct kernels avx512", or
+// "reference"; a math mode other than fp32 and nondeterminism are named
+// ("cuda, tf32, nondeterministic").
 std::string DescribeBackend(const BackendSpec& spec);
 
 // The CPU backend's direct-kernel path ("avx512", "avx2", "generic") for
@@ -56,6 +64,7 @@ struct TrainingRequest {
   double momentum = 0.9;            // sgd only
   double weight_decay = 0;          // L2 for sgd, decoupled for adamw
   std::string data = "synthetic";   // or a directory of images (docs/training.md)
+  std::string math_mode = "fp32";   // what the planner costs the step in (BackendSpec's)
   planner::PlannerOptions planner;  // all but the budget
 };
 

@@ -15,9 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -788,6 +790,32 @@ TEST(Trainer, LossFallsOnSyntheticImagesUnderABudget) {
       << "under the budget the plan must spill or recompute";
   EXPECT_EQ(summary->first_step, 1);
   EXPECT_EQ(summary->last_step, 40);
+}
+
+// The plan is costed in the backend's math: TF32 convolutions make the H200's
+// predicted step shorter; the V100, which has no TF32, runs them in fp32.
+TEST(Trainer, PlansTheStepInItsMathMode) {
+  models::ModelOptions model = TinyResNet();
+  model.height = 64;
+  model.width = 64;
+  const ir::Graph forward = Model("resnet18", model);
+  backends::cpu::CpuBackend backend({.threads = 1});
+  for (const char* preset : {"h200-141g-pcie5", "v100-16g-nvlink2"}) {
+    std::map<analysis::MathMode, double> step_s;
+    for (analysis::MathMode mode : {analysis::MathMode::kFp32, analysis::MathMode::kTf32}) {
+      TrainerOptions options = CpuOptions(int64_t{1} << 30, "none");
+      options.hardware = *analysis::LoadHardwareProfile(preset);
+      options.math_mode = mode;
+      auto trainer = Trainer::Create(forward, options, backend);
+      ASSERT_TRUE(trainer.ok()) << trainer.status();
+      step_s[mode] = (*trainer)->plan().best.step_time_s();
+    }
+    if (std::string_view(preset) == "h200-141g-pcie5") {
+      EXPECT_LT(step_s[analysis::MathMode::kTf32], step_s[analysis::MathMode::kFp32]) << preset;
+    } else {
+      EXPECT_EQ(step_s[analysis::MathMode::kTf32], step_s[analysis::MathMode::kFp32]) << preset;
+    }
+  }
 }
 
 TEST(Trainer, LossFallsOnSyntheticTokensWithAdam) {

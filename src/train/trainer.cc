@@ -47,7 +47,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ir::Graph& forwar
                    options.initial_values != nullptr ? *options.initial_values : none));
 
   std::unique_ptr<const analysis::CostModel> cost_model =
-      std::make_unique<analysis::RooflineCostModel>(options.hardware);
+      std::make_unique<analysis::RooflineCostModel>(
+          options.hardware, analysis::RooflineCostModel::Options{.math_mode = options.math_mode});
   if (options.costs != nullptr) {
     ASSIGN_OR_RETURN(analysis::MeasuredCostModel measured,
                      analysis::MakeMeasuredCostModel(*options.costs, graph, std::move(cost_model)));

@@ -38,6 +38,9 @@ struct TrainerOptions {
   std::string policy = "hybrid";
   int64_t budget_bytes = 0;
   analysis::HardwareProfile hardware;  // what the planner costs the step with
+  // The math the planner costs convolutions and matrix products in: the
+  // backend's (session::BackendSpec::math_mode).
+  analysis::MathMode math_mode = analysis::MathMode::kFp32;
   // How the planner searches; its budget is `budget_bytes` above.
   planner::PlannerOptions planner;
   // Source and seed of the data; the seed also initializes the parameters

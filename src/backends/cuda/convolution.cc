@@ -79,7 +79,7 @@ CudnnConvolution::CudnnConvolution() : descriptors_(std::make_unique<Descriptors
 CudnnConvolution::~CudnnConvolution() = default;
 
 absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
-    cudnnHandle_t handle, const KernelCall& call, int64_t workspace_limit) {
+    cudnnHandle_t handle, const KernelCall& call, const ConvolutionSettings& settings) {
   const ir::Node& node = call.node;
   std::unique_ptr<CudnnConvolution> convolution(new CudnnConvolution());
   Descriptors& d = *convolution->descriptors_;
@@ -165,11 +165,18 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
       "describing the convolution"));
   RETURN_IF_ERROR(CheckCudnn(cudnnSetConvolutionGroupCount(raw_convolution, Int(groups)),
                              "setting the group count"));
-  RETURN_IF_ERROR(CheckCudnn(cudnnSetConvolutionMathType(raw_convolution, CUDNN_FMA_MATH),
-                             "setting fp32 math"));
+  RETURN_IF_ERROR(
+      CheckCudnn(cudnnSetConvolutionMathType(raw_convolution,
+                                             settings.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+                 "setting the math type"));
 
-  // cuDNN's heuristic ranking, best first; the first deterministic one that
-  // fits the workspace limit.
+  // cuDNN's heuristic ranking, best first; the first that fits the
+  // workspace limit and, unless allowed otherwise, is deterministic.
+  const auto acceptable = [&](const auto& perf) {
+    return perf.status == CUDNN_STATUS_SUCCESS &&
+           (!settings.deterministic || perf.determinism == CUDNN_DETERMINISTIC) &&
+           static_cast<int64_t>(perf.memory) <= settings.workspace_limit;
+  };
   int chosen = -1;
   size_t workspace = 0;
   int returned = 0;
@@ -182,8 +189,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                  "ranking forward algorithms"));
       for (int i = 0; i < returned && chosen < 0; ++i) {
         const auto& perf = ranked[static_cast<size_t>(i)];
-        if (perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC &&
-            static_cast<int64_t>(perf.memory) <= workspace_limit) {
+        if (acceptable(perf)) {
           chosen = static_cast<int>(perf.algo);
           workspace = perf.memory;
         }
@@ -198,8 +204,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                  "ranking backward-data algorithms"));
       for (int i = 0; i < returned && chosen < 0; ++i) {
         const auto& perf = ranked[static_cast<size_t>(i)];
-        if (perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC &&
-            static_cast<int64_t>(perf.memory) <= workspace_limit) {
+        if (acceptable(perf)) {
           chosen = static_cast<int>(perf.algo);
           workspace = perf.memory;
         }
@@ -215,8 +220,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                  "ranking backward-filter algorithms"));
       for (int i = 0; i < returned && chosen < 0; ++i) {
         const auto& perf = ranked[static_cast<size_t>(i)];
-        if (perf.status == CUDNN_STATUS_SUCCESS && perf.determinism == CUDNN_DETERMINISTIC &&
-            static_cast<int64_t>(perf.memory) <= workspace_limit) {
+        if (acceptable(perf)) {
           chosen = static_cast<int>(perf.algo);
           workspace = perf.memory;
         }
@@ -225,10 +229,10 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
     }
   }
   if (chosen < 0) {
-    return absl::UnimplementedError(
-        fmt::format("cuDNN has no deterministic algorithm for these shapes within a {}-byte "
-                    "workspace ({} ranked)",
-                    workspace_limit, returned));
+    return absl::UnimplementedError(fmt::format(
+        "cuDNN has no {}algorithm for these shapes within a {}-byte workspace ({} "
+        "ranked)",
+        settings.deterministic ? "deterministic " : "", settings.workspace_limit, returned));
   }
   d.algorithm = chosen;
   convolution->workspace_bytes_ = static_cast<int64_t>(workspace);

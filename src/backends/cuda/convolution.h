@@ -6,7 +6,8 @@
 // the algorithms for the shapes without running anything, so the choice is
 // the same on every run: the first that cuDNN reports deterministic and that
 // needs no more workspace than the limit. Math is plain fp32 (CUDNN_FMA_MATH:
-// no TF32), as the `fp32` math mode means.
+// no TF32), as the `fp32` math mode means, or TF32 tensor-op math for `tf32`;
+// with deterministic algorithms not required, cuDNN's first choice is taken.
 //
 // cuDNN's tensors hold at most 2^31 elements; a larger activation (the large
 // images Spillway exists for) is convolved in slices of the batch, the
@@ -25,14 +26,22 @@
 
 namespace spillway::backends::cuda {
 
+// How convolutions may run: the most workspace an algorithm may use, the
+// math (plain fp32, or TF32 tensor cores), and whether only deterministic
+// algorithms may be chosen.
+struct ConvolutionSettings {
+  int64_t workspace_limit = 0;
+  bool tf32 = false;
+  bool deterministic = true;
+};
+
 class CudnnConvolution {
  public:
   // For the convolution node of `call` (only the types are read). Fails with
   // Unimplemented where cuDNN cannot run it (asymmetric padding, an image too
-  // large for one slice, no deterministic algorithm within the limit).
-  static absl::StatusOr<std::unique_ptr<CudnnConvolution>> Create(cudnnHandle_t handle,
-                                                                  const KernelCall& call,
-                                                                  int64_t workspace_limit);
+  // large for one slice, no algorithm within the settings).
+  static absl::StatusOr<std::unique_ptr<CudnnConvolution>> Create(
+      cudnnHandle_t handle, const KernelCall& call, const ConvolutionSettings& settings);
   ~CudnnConvolution();
   CudnnConvolution(const CudnnConvolution&) = delete;
   CudnnConvolution& operator=(const CudnnConvolution&) = delete;

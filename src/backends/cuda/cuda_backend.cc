@@ -55,7 +55,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   }
   RETURN_IF_ERROR(CheckCudnn(cudnnCreate(&handles.cudnn), "starting cuDNN"));
   RETURN_IF_ERROR(CheckCublas(cublasCreate(&handles.cublas), "starting cuBLAS"));
-  handles.ops = std::make_unique<CudaOps>(handles.cudnn, handles.cublas, options.workspace_limit);
+  handles.ops =
+      std::make_unique<CudaOps>(handles.cudnn, handles.cublas,
+                                ConvolutionSettings{.workspace_limit = options.workspace_limit,
+                                                    .tf32 = options.tf32,
+                                                    .deterministic = options.deterministic});
   return backend;
 }
 

@@ -24,6 +24,13 @@ namespace spillway::backends::cuda {
 
 struct CudaBackendOptions {
   int device = 0;  // the CUDA device ordinal
+  // Convolutions on TF32 tensor cores (cuDNN's tensor-op math); matrix
+  // products stay fp32 either way, as PyTorch's defaults.
+  bool tf32 = false;
+  // Only algorithms cuDNN reports deterministic (the default, which makes
+  // every policy train bitwise like `none`); false takes cuDNN's first
+  // choice whatever it is.
+  bool deterministic = true;
   // The most workspace a convolution's algorithm may use. The kernels'
   // scratch (the largest workspace, batch norm's partial sums) is allocated
   // before the first step, outside the Program's arena.

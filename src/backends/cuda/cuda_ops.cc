@@ -240,8 +240,8 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
   return absl::OkStatus();
 }
 
-CudaOps::CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, int64_t workspace_limit)
-    : cudnn_(cudnn), cublas_(cublas), workspace_limit_(workspace_limit) {}
+CudaOps::CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, const ConvolutionSettings& convolution)
+    : cudnn_(cudnn), cublas_(cublas), convolution_settings_(convolution) {}
 
 CudaOps::~CudaOps() {
   if (scratch_ != nullptr) cudaFree(scratch_);
@@ -252,7 +252,7 @@ absl::StatusOr<const CudnnConvolution*> CudaOps::Convolution(const KernelCall& c
   auto it = convolutions_.find(key);
   if (it == convolutions_.end()) {
     ASSIGN_OR_RETURN(std::unique_ptr<CudnnConvolution> convolution,
-                     CudnnConvolution::Create(cudnn_, call, workspace_limit_));
+                     CudnnConvolution::Create(cudnn_, call, convolution_settings_));
     it = convolutions_.emplace(key, std::move(convolution)).first;
   }
   return it->second.get();

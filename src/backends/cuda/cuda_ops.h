@@ -20,9 +20,8 @@ namespace spillway::backends::cuda {
 
 class CudaOps {
  public:
-  // The handles are the backend's; convolutions may use up to
-  // `workspace_limit` bytes of workspace.
-  CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, int64_t workspace_limit);
+  // The handles are the backend's; convolutions run as `convolution` says.
+  CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, const ConvolutionSettings& convolution);
   ~CudaOps();
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -54,7 +53,7 @@ class CudaOps {
 
   cudnnHandle_t cudnn_;
   cublasHandle_t cublas_;
-  int64_t workspace_limit_;
+  ConvolutionSettings convolution_settings_;
   // By shapes and attributes: nodes alike share one.
   absl::flat_hash_map<std::string, std::unique_ptr<CudnnConvolution>> convolutions_;
   void* scratch_ = nullptr;
