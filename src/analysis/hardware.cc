@@ -73,6 +73,8 @@ const std::vector<Field>& Fields() {
       {"device_memory_bytes", &HardwareProfile::device_memory_bytes, "bytes", Range::kPositive,
        true},
       {"reserved_bytes", &HardwareProfile::reserved_bytes, "bytes", Range::kNonNegative, false},
+      {"workspace_limit_bytes", &HardwareProfile::workspace_limit_bytes, "bytes",
+       Range::kNonNegative, false},
       {"fp32_flops", &HardwareProfile::fp32_flops, "FLOP/s", Range::kPositive, true},
       {"tf32_flops", &HardwareProfile::tf32_flops, "FLOP/s", Range::kNonNegative, false},
       {"fp16_flops", &HardwareProfile::fp16_flops, "FLOP/s", Range::kNonNegative, false},
@@ -263,6 +265,8 @@ std::vector<HardwareProfile> MakePresets() {
   constexpr double kGpuMemoryEfficiency = 0.8;
   constexpr double kGpuLaunchOverhead = 5e-6;
   constexpr double kCopyLatency = 10e-6;
+  // What the CUDA backend lets one convolution use (CudaBackendOptions).
+  constexpr int64_t kGpuWorkspaceLimit = 64 * kMiB;
   std::vector<HardwareProfile> presets;
   presets.push_back({
       .name = "v100-16g-nvlink2",
@@ -271,6 +275,7 @@ std::vector<HardwareProfile> MakePresets() {
                      "of Imai et al., IEEE BigData 2020. NVIDIA V100 datasheet",
       .device_memory_bytes = 16160 * kMiB,
       .reserved_bytes = 512 * kMiB,
+      .workspace_limit_bytes = kGpuWorkspaceLimit,
       .fp32_flops = 15.7e12,
       .tf32_flops = 0,
       .fp16_flops = 125e12,
@@ -291,6 +296,7 @@ std::vector<HardwareProfile> MakePresets() {
                      "about 12 sustained). NVIDIA V100 datasheet",
       .device_memory_bytes = 16160 * kMiB,
       .reserved_bytes = 512 * kMiB,
+      .workspace_limit_bytes = kGpuWorkspaceLimit,
       .fp32_flops = 14e12,
       .tf32_flops = 0,
       .fp16_flops = 112e12,
@@ -311,6 +317,7 @@ std::vector<HardwareProfile> MakePresets() {
                      "about 25 sustained). NVIDIA A100 datasheet",
       .device_memory_bytes = 40536 * kMiB,
       .reserved_bytes = 1 * kGiB,
+      .workspace_limit_bytes = kGpuWorkspaceLimit,
       .fp32_flops = 19.5e12,
       .tf32_flops = 156e12,
       .fp16_flops = 312e12,
@@ -332,6 +339,7 @@ std::vector<HardwareProfile> MakePresets() {
                      "about 50 sustained). NVIDIA H100 datasheet",
       .device_memory_bytes = 81559 * kMiB,
       .reserved_bytes = 1 * kGiB,
+      .workspace_limit_bytes = kGpuWorkspaceLimit,
       .fp32_flops = 51e12,
       .tf32_flops = 378e12,
       .fp16_flops = 756.5e12,
@@ -353,6 +361,7 @@ std::vector<HardwareProfile> MakePresets() {
                      "(63 GB/s each way nominal, about 50 sustained). NVIDIA H200 datasheet",
       .device_memory_bytes = 143771 * kMiB,
       .reserved_bytes = 1 * kGiB,
+      .workspace_limit_bytes = kGpuWorkspaceLimit,
       .fp32_flops = 67e12,
       .tf32_flops = 494.5e12,
       .fp16_flops = 989.5e12,
@@ -375,6 +384,7 @@ std::vector<HardwareProfile> MakePresets() {
                      "measured). NVIDIA GH200 datasheet",
       .device_memory_bytes = 97871 * kMiB,
       .reserved_bytes = 1 * kGiB,
+      .workspace_limit_bytes = kGpuWorkspaceLimit,
       .fp32_flops = 67e12,
       .tf32_flops = 494e12,
       .fp16_flops = 990e12,

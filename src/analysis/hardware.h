@@ -29,6 +29,11 @@ struct HardwareProfile {
   // Kept back from the default budget: CUDA context, library handles and
   // workspaces the plan does not see.
   int64_t reserved_bytes = 0;
+  // The most workspace one kernel may use on this device's kernels (cuDNN's
+  // convolutions; program/workspaces.h): the planner reserves the largest any
+  // node declares at the top of the arena, inside the budget. 0: the kernels
+  // keep their scratch themselves (the CPU backend). The GPU presets: 64 MiB.
+  int64_t workspace_limit_bytes = 0;
 
   // Peak dense rates of convolutions and matrix products, FLOP/s; a mode the
   // part lacks is 0. `compute_efficiency` is the fraction of peak that large

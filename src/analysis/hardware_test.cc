@@ -28,6 +28,7 @@ HardwareProfile Custom() {
       .description = "the card under the desk",
       .device_memory_bytes = 24 * (int64_t{1} << 30),
       .reserved_bytes = 700 * (int64_t{1} << 20),
+      .workspace_limit_bytes = 32 * (int64_t{1} << 20),
       .fp32_flops = 30e12,
       .tf32_flops = 60e12,
       .fp16_flops = 120e12,
@@ -96,6 +97,9 @@ TEST(HardwarePresetsTest, ThePapersMachine) {
   EXPECT_EQ(v100->peak_flops(MathMode::kTf32), 0);  // Volta has no tf32
   EXPECT_EQ(v100->peak_flops(MathMode::kFp16), 125e12);
   EXPECT_EQ(v100->copy_engines, 2);
+  // The CUDA backend's convolution workspace limit; the CPU keeps its own.
+  EXPECT_EQ(v100->workspace_limit_bytes, 64 * (int64_t{1} << 20));
+  EXPECT_EQ(LoadHardwareProfile("cpu")->workspace_limit_bytes, 0);
 }
 
 TEST(HardwareProfileTest, CustomProfileRoundTrips) {
@@ -110,10 +114,11 @@ TEST(HardwareProfileTest, JsonUsesTheDocumentedFieldNamesInStructOrder) {
   std::vector<std::string> keys;
   for (const auto& item : json.items()) keys.push_back(item.key());
   EXPECT_THAT(keys, ElementsAre("name", "description", "device_memory_bytes", "reserved_bytes",
-                                "fp32_flops", "tf32_flops", "fp16_flops", "compute_efficiency",
-                                "tf32_efficiency", "fp16_efficiency", "memory_bandwidth",
-                                "memory_efficiency", "launch_overhead_s", "d2h_bandwidth",
-                                "h2d_bandwidth", "d2h_latency_s", "h2d_latency_s", "copy_engines"));
+                                "workspace_limit_bytes", "fp32_flops", "tf32_flops", "fp16_flops",
+                                "compute_efficiency", "tf32_efficiency", "fp16_efficiency",
+                                "memory_bandwidth", "memory_efficiency", "launch_overhead_s",
+                                "d2h_bandwidth", "h2d_bandwidth", "d2h_latency_s", "h2d_latency_s",
+                                "copy_engines"));
   EXPECT_TRUE(json["device_memory_bytes"].is_number_integer());
   EXPECT_TRUE(json["copy_engines"].is_number_integer());
 }
@@ -125,6 +130,7 @@ TEST(HardwareProfileTest, MinimalProfileTakesTheDefaults) {
   ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
   EXPECT_EQ(profile->name, "minimal");
   EXPECT_EQ(profile->reserved_bytes, 0);
+  EXPECT_EQ(profile->workspace_limit_bytes, 0);  // the kernels keep their own scratch
   EXPECT_EQ(profile->tf32_flops, 0);
   EXPECT_EQ(profile->compute_efficiency, 1.0);
   EXPECT_EQ(profile->tf32_efficiency, 0);  // unset: compute_efficiency applies
@@ -191,6 +197,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadProfile{"negative_bytes",
                    WithField("reserved_bytes", "-1"),
                    {"'reserved_bytes' must be zero or more"}},
+        BadProfile{"negative_workspace_limit",
+                   WithField("workspace_limit_bytes", "-1"),
+                   {"'workspace_limit_bytes' must be zero or more"}},
         BadProfile{"reserve_too_big",
                    WithField("reserved_bytes", "25769803776"),
                    {"'reserved_bytes'", "less than device_memory_bytes"}},

@@ -56,6 +56,12 @@ struct KernelCall {
   std::span<const TensorRef> inputs;
   std::span<const TensorRef> outputs;
   KernelContext context;
+  // The Program's kernel workspace (program/workspaces.h), device memory the
+  // kernel may use as scratch while it runs, as large as the largest any node
+  // of the step declared; null (0 bytes) where the Program reserves none and
+  // the backend keeps its own scratch.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 
 }  // namespace spillway::backends

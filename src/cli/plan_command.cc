@@ -219,9 +219,12 @@ void PrintPlan(std::ostream& out, const session::PlanningSession& session,
   }
   const program::Plan& plan = result.best.plan;
   fmt::print(out, "Policy       {}: feasible\n", result.policy);
-  fmt::print(out, "Arena        {} of the {} budget (none needs {})\n",
+  const int64_t workspace = result.best.program.workspace_bytes;
+  fmt::print(out, "Arena        {} of the {} budget (none needs {}){}\n",
              FormatBytes(result.best.arena_bytes()), FormatBytes(session.budget_bytes()),
-             FormatBytes(none.best.arena_bytes()));
+             FormatBytes(none.best.arena_bytes()),
+             workspace > 0 ? fmt::format("; {} of it kernel workspace", FormatBytes(workspace))
+                           : std::string());
   fmt::print(out, "Step time    {:.4g} s predicted, none {:.4g} s: overhead {}\n",
              simulation.step_time_s, none.best.step_time_s(),
              Percent(simulation.step_time_s / none.best.step_time_s() - 1.0));

@@ -16,6 +16,7 @@
 #include "planner/policies.h"
 #include "program/rewriter.h"
 #include "program/verifier.h"
+#include "program/workspaces.h"
 #include "support/check.h"
 #include "support/option_check.h"
 #include "support/status_macros.h"
@@ -55,6 +56,7 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       cost_model_(cost_model),
       hardware_(hardware),
       options_(options),
+      workspace_bytes_(program::WorkspaceRegionBytes(graph, hardware.workspace_limit_bytes)),
       // Not value_or: that would build the two trial Programs even when the
       // order is given.
       backward_order_(options.backward_order.has_value()
@@ -194,15 +196,16 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
     outcome.status = program.status();
     return outcome;
   }
+  program->workspace_bytes = workspace_bytes_;
   if (bounded) {
-    if (program::LiveBytesPeak(*program) > options_.budget_bytes) return outcome;
+    if (program::LiveBytesPeak(*program) > tensor_budget_bytes()) return outcome;
   }
   // The step before layout: no arena reuse waits yet, so no layout makes it
   // shorter.
   const sim::SimulationResult unplaced = simulator_.Timeline(*program);
   if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
-  const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, options_.budget_bytes);
-  program::LayOutArena(*program, options_.budget_bytes, releases);
+  const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, tensor_budget_bytes());
+  program::LayOutArena(*program, tensor_budget_bytes(), releases);
   Evaluation evaluation{std::move(plan), *std::move(program), {}};
   evaluation.simulation = simulator_.Run(evaluation.program);
   outcome.evaluation = std::move(evaluation);

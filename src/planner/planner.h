@@ -170,6 +170,12 @@ class PlanningContext {
   const sim::Simulator& simulator() const { return simulator_; }
   const PlannerOptions& options() const { return options_; }
   int64_t budget_bytes() const { return options_.budget_bytes; }
+  // The kernels' workspace every Program of this step reserves at the top of
+  // its arena (program/workspaces.h: the largest any node declares on this
+  // hardware), and the budget left for tensors below it, which is what the
+  // policies' own estimates of memory work against.
+  int64_t workspace_bytes() const { return workspace_bytes_; }
+  int64_t tensor_budget_bytes() const { return options_.budget_bytes - workspace_bytes_; }
 
   // Whether a plan may spill this value: the graph allows it and the device
   // has a host link.
@@ -251,6 +257,7 @@ class PlanningContext {
   const analysis::CostModel& cost_model_;
   analysis::HardwareProfile hardware_;
   PlannerOptions options_;
+  int64_t workspace_bytes_ = 0;
   program::BackwardOrder backward_order_;
   std::vector<ir::NodeId> schedule_;
   sim::Simulator simulator_;

@@ -22,6 +22,8 @@
 #include "planner/policies.h"
 #include "program/program.h"
 #include "program/test_graphs.h"
+#include "program/verifier.h"
+#include "program/workspaces.h"
 #include "support/check.h"
 #include "support/status_macros.h"
 
@@ -125,6 +127,39 @@ class SlowCostModel final : public analysis::CostModel {
  private:
   analysis::RooflineCostModel roofline_;
 };
+
+// On a GPU profile every Program reserves the kernels' workspace
+// (program/workspaces.h) at the top of its arena, and a plan that fits the
+// budget fits it with the region; on the CPU profile there is none.
+TEST(Workspace, EveryPlanForAGpuReservesItInsideTheBudget) {
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet18", 32);
+  const ir::Graph& graph = training.graph;
+  for (const char* preset : {"h200-141g-pcie5", "cpu"}) {
+    const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile(preset);
+    const int64_t region = program::WorkspaceRegionBytes(graph, profile.workspace_limit_bytes);
+    EXPECT_EQ(region > 0, std::string_view(preset) != "cpu") << preset;
+    const int64_t none_arena = Plan("none", graph, profile, INT64_MAX).best.arena_bytes();
+    for (const char* policy : {"none", "swap", "recompute", "hybrid"}) {
+      const std::string_view name(policy);
+      const int64_t budget = name == "none" ? none_arena : BudgetBetween(graph, profile, 0.5);
+      const PlanResult result = Plan(policy, graph, profile, budget);
+      const program::Program& program = result.best.program;
+      EXPECT_EQ(program.workspace_bytes, region) << preset << " " << policy;
+      if (region > 0) {
+        EXPECT_EQ(program.arena_bytes, program.workspace_offset + region)
+            << preset << " " << policy;
+      }
+      if (name == "none" || name == "hybrid") {
+        EXPECT_TRUE(result.feasible) << preset << " " << policy;
+      }
+      if (result.feasible) {
+        EXPECT_LE(result.best.arena_bytes(), budget) << preset << " " << policy;
+      }
+      const absl::Status verified = program::VerifyProgram(program);
+      EXPECT_TRUE(verified.ok()) << preset << " " << policy << ": " << StatusMessage(verified);
+    }
+  }
+}
 
 TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
   // ResNet-50 at 256x256 on a PCIe part, a third of the way from the smallest

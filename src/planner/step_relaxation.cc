@@ -72,7 +72,7 @@ std::vector<int> OverBudgetSteps(const PlanningContext& context,
   const int steps = static_cast<int>(kept_bytes.size());
   std::vector<std::pair<int64_t, int>> excess;  // (kept bytes, step)
   for (int s = 0; s < steps; ++s) {
-    if (kept_bytes[static_cast<size_t>(s)] > context.budget_bytes()) {
+    if (kept_bytes[static_cast<size_t>(s)] > context.tensor_budget_bytes()) {
       excess.emplace_back(kept_bytes[static_cast<size_t>(s)], s);
     }
   }
@@ -177,7 +177,7 @@ absl::StatusOr<StepRelaxation> StepRelaxation::Build(const PlanningContext& cont
   relaxation.end_column_ = lp.AddColumn({.name = "step", .objective = 1});
 
   ASSIGN_OR_RETURN(const std::vector<int64_t> kept_bytes, KeptBytesPerStep(context));
-  const int64_t budget = context.budget_bytes();
+  const int64_t budget = context.tensor_budget_bytes();
   relaxation.over_budget_ = OverBudgetSteps(context, kept_bytes, options);
 
   program::Plan pins = context.KeepAll("pins");

@@ -52,13 +52,14 @@ LmsModel::LmsModel(const PlanningContext& context, SwapLmsOptions options)
     jump_.push_back(std::move(next));
   }
 
-  // Its budget: the device memory less the trainable variables, times the ratio.
+  // Its budget: the device memory less the trainable variables (and the
+  // kernels' workspace), times the ratio.
   int64_t trainable = 0;
   for (ir::ValueId parameter : graph.InputsOfKind(ir::ValueKind::kParameter)) {
     trainable += graph.value(parameter).type.bytes();
   }
-  budget_bytes_ = static_cast<int64_t>(static_cast<double>(context.budget_bytes() - trainable) *
-                                       options_.memory_ratio);
+  budget_bytes_ = static_cast<int64_t>(
+      static_cast<double>(context.tensor_budget_bytes() - trainable) * options_.memory_ratio);
 
   // Swap candidates: tensors of rank 2 or more (TFLMS never swaps scalars and
   // vectors, and has no size threshold) that a Spillway Plan can spill: saved

@@ -61,9 +61,14 @@ ir::ValueId ReadValue(const ir::Graph& graph, const Instruction& instruction, si
 }
 
 std::string ProgramToText(const Program& program) {
-  std::string text = fmt::format("program: {} buffers, {} instructions, {} events, arena {}\n",
+  std::string text = fmt::format("program: {} buffers, {} instructions, {} events, arena {}",
                                  program.buffers.size(), program.instructions.size(),
                                  program.num_events, FormatBytes(program.arena_bytes));
+  if (program.workspace_bytes > 0) {
+    text += fmt::format(" (kernel workspace {} at {})", FormatBytes(program.workspace_bytes),
+                        program.workspace_offset);
+  }
+  text += "\n";
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction& instruction = program.instructions[i];
     std::string line = fmt::format("{:5} {:8} {:15}", i, StreamName(instruction.stream),

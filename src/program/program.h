@@ -103,8 +103,15 @@ struct Program {
   std::vector<Buffer> buffers;
   std::vector<Instruction> instructions;
   int num_events = 0;
-  // The device arena: it ends at the highest byte of any device buffer.
+  // The device arena: it ends at the highest byte of any device buffer, or
+  // of the workspace region where there is one.
   int64_t arena_bytes = 0;
+  // The kernels' workspace (program/workspaces.h): one region at the top of
+  // the arena, above every buffer, handed to every kernel; 0 bytes (offset
+  // -1) where the device's kernels need none from the Program. Set before
+  // the layout, which places it.
+  int64_t workspace_bytes = 0;
+  int64_t workspace_offset = -1;
   // Every device buffer's offset is a multiple of it: the layout's alignment
   // (256 bytes, cudaMalloc's, which covers every backend's); the runtime
   // checks it against the backend's.

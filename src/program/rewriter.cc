@@ -523,6 +523,13 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
       program.arena_bytes = std::max(program.arena_bytes, buffer.offset + buffer.bytes);
     }
   }
+  // The kernels' workspace region goes on top, aligned like a buffer.
+  program.workspace_offset = -1;
+  if (program.workspace_bytes > 0) {
+    program.workspace_offset =
+        (program.arena_bytes + program.alignment - 1) / program.alignment * program.alignment;
+    program.arena_bytes = program.workspace_offset + program.workspace_bytes;
+  }
 
   // Which buffer last held each byte range, in program order: an alloc waits
   // on the frees of the buffers whose bytes it takes over. Earlier occupants

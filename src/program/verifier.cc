@@ -165,6 +165,24 @@ class Verifier {
         return Error(fmt::format("{} is at offset {}, not a multiple of the {}-byte alignment",
                                  Name(buffer.id), buffer.offset, program_.alignment));
       }
+      // Every kernel may write all of the workspace region, so no buffer may
+      // share a byte with it.
+      if (program_.workspace_bytes > 0 &&
+          buffer.offset + buffer.bytes > program_.workspace_offset) {
+        return Error(
+            fmt::format("{} ({} bytes at offset {}) reaches into the kernels' workspace "
+                        "at offset {}",
+                        Name(buffer.id), buffer.bytes, buffer.offset, program_.workspace_offset));
+      }
+    }
+    if (program_.workspace_bytes < 0 ||
+        (program_.workspace_bytes > 0 &&
+         (program_.workspace_offset < 0 || program_.workspace_offset % program_.alignment != 0 ||
+          program_.workspace_offset > program_.arena_bytes - program_.workspace_bytes))) {
+      return Error(fmt::format(
+          "the kernels' workspace ({} bytes at offset {}) is not an aligned region of the "
+          "{}-byte arena",
+          program_.workspace_bytes, program_.workspace_offset, program_.arena_bytes));
     }
     return absl::OkStatus();
   }

@@ -141,6 +141,24 @@ TEST_F(VerifierTest, BufferOutsideTheArena) {
   EXPECT_THAT(Error(), HasSubstr("lies outside the"));
 }
 
+// The kernels' workspace region sits above every buffer: a buffer moved into
+// it, or a region that does not fit the arena, is refused.
+TEST_F(VerifierTest, BufferInTheKernelsWorkspace) {
+  program_.workspace_bytes = 4096;
+  program_.workspace_offset = (program_.arena_bytes + 255) / 256 * 256;
+  program_.arena_bytes = program_.workspace_offset + 4096;
+  ASSERT_TRUE(VerifyProgram(program_).ok());
+  Buffer& b = program_.buffers[static_cast<size_t>(BufferNamed("b"))];
+  b.offset = program_.workspace_offset;
+  EXPECT_THAT(Error(), HasSubstr("reaches into the kernels' workspace"));
+}
+
+TEST_F(VerifierTest, WorkspaceOutsideTheArena) {
+  program_.workspace_bytes = 512;
+  program_.workspace_offset = (program_.arena_bytes + 255) / 256 * 256;
+  EXPECT_THAT(Error(), HasSubstr("is not an aligned region of the"));
+}
+
 TEST_F(VerifierTest, BufferOffTheAlignment) {
   ASSERT_EQ(program_.alignment, 256);
   program_.arena_bytes += 256;

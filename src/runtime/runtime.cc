@@ -181,6 +181,10 @@ class Runtime::Impl {
   };
 
   std::byte* Address(BufferId buffer) const { return arena_ + program_.buffer(buffer).offset; }
+  // The kernels' workspace region of the arena, or null where there is none.
+  std::byte* Workspace() const {
+    return program_.workspace_bytes > 0 ? arena_ + program_.workspace_offset : nullptr;
+  }
 
   void PrepareEvents();
   void RunStream(Stream stream, Step& step);
@@ -432,8 +436,12 @@ absl::Status Runtime::Impl::Prepare() {
         instruction.kind != InstructionKind::kRecompute) {
       continue;
     }
-    RETURN_IF_ERROR(backend_.PrepareKernel(
-        {graph.node(instruction.node), kernel_inputs_[i], kernel_outputs_[i], {}}));
+    RETURN_IF_ERROR(backend_.PrepareKernel({graph.node(instruction.node),
+                                            kernel_inputs_[i],
+                                            kernel_outputs_[i],
+                                            {},
+                                            Workspace(),
+                                            program.workspace_bytes}));
   }
   std::sort(snapshot_buffers_.begin(), snapshot_buffers_.end());
   snapshot_buffers_.erase(std::unique(snapshot_buffers_.begin(), snapshot_buffers_.end()),
@@ -586,8 +594,12 @@ absl::Status Runtime::Impl::Execute(size_t index, Step& step) {
 absl::Status Runtime::Impl::RunKernel(size_t index, Step& step) {
   const Instruction& instruction = program_.instructions[index];
   const ir::Node& node = program_.graph->node(instruction.node);
-  const backends::KernelCall call{node, kernel_inputs_[index], kernel_outputs_[index],
-                                  backends::KernelContext{step.options.step}};
+  const backends::KernelCall call{node,
+                                  kernel_inputs_[index],
+                                  kernel_outputs_[index],
+                                  backends::KernelContext{step.options.step},
+                                  Workspace(),
+                                  program_.workspace_bytes};
   StreamStats& stats = step.stats[StreamIndex(Stream::kCompute)];
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(backend_.RunKernel(Stream::kCompute, call));

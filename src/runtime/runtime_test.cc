@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -71,6 +72,12 @@ class TestBackend final : public backends::Backend {
   void set_available(backends::AvailableMemory available) { available_ = available; }
   void set_alignment(int64_t alignment) { alignment_ = alignment; }
   void set_unsupported(ir::OpKind op) { unsupported_ = op; }
+  // Every kernel first writes garbage over the whole workspace it is handed.
+  void ScribbleOverWorkspaces() { scribble_ = true; }
+  // The workspaces kernels were handed (address, bytes), and the last device
+  // allocation (the arena).
+  const std::set<std::pair<const void*, int64_t>>& workspaces() const { return workspaces_; }
+  const void* last_device_allocation() const { return last_device_allocation_; }
   // Per stream, the kernels or copies of the last step, in the order they ran.
   const std::vector<Span>& log(Stream stream) const { return log_[StreamIndex(stream)]; }
   void ClearLog() {
@@ -79,7 +86,9 @@ class TestBackend final : public backends::Backend {
 
   std::string_view name() const override { return "test"; }
   absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
-    return Poisoned(reference_.AllocateDevice(bytes), bytes);
+    absl::StatusOr<void*> memory = Poisoned(reference_.AllocateDevice(bytes), bytes);
+    if (memory.ok()) last_device_allocation_ = *memory;
+    return memory;
   }
   void FreeDevice(void* memory) override { reference_.FreeDevice(memory); }
   absl::StatusOr<void*> AllocateHost(int64_t bytes) override {
@@ -98,6 +107,10 @@ class TestBackend final : public backends::Backend {
     if (call.node.name == failing_node_) {
       return absl::InternalError("the test backend fails this kernel");
     }
+    workspaces_.insert({call.workspace, call.workspace_bytes});
+    if (scribble_ && call.workspace != nullptr) {
+      std::memset(call.workspace, 0x7f, static_cast<size_t>(call.workspace_bytes));
+    }
     return Logged(stream, [&] { return reference_.RunKernel(stream, call); });
   }
   absl::Status Copy(Stream stream, void* destination, const void* source, int64_t bytes) override {
@@ -111,6 +124,10 @@ class TestBackend final : public backends::Backend {
   }
 
  private:
+  bool scribble_ = false;
+  std::set<std::pair<const void*, int64_t>> workspaces_;
+  const void* last_device_allocation_ = nullptr;
+
   static absl::StatusOr<void*> Poisoned(absl::StatusOr<void*> memory, int64_t bytes) {
     if (memory.ok()) std::memset(*memory, 0xff, static_cast<size_t>(bytes));
     return memory;
@@ -329,6 +346,37 @@ TEST(Runtime, KeepingEverythingRunsTheWholeArena) {
   std::unique_ptr<Runtime> fresh = CreateOrDie(program, backend);
   Initialize(graph, *fresh);
   EXPECT_NE(State(graph, *fresh, /*with_outputs=*/false).at("w"), outcome.state.at("w"));
+}
+
+// The kernels' workspace is the region at the top of the arena, handed to
+// every kernel; no tensor lives there, so kernels that write all over it
+// leave the step's results as they were.
+TEST(Runtime, EveryKernelGetsTheWorkspaceRegionAndNoTensorLivesThere) {
+  const ir::Graph graph = ParseOrDie(TrainText());
+  const Program plain = BuildOrDie(graph);
+  const Outcome expected = RunSteps(graph, plain, 2);
+  program::Plan plan("pinned", graph);
+  ASSERT_TRUE(program::ApplyPins(graph, plan).ok());
+  absl::StatusOr<Program> with_workspace =
+      program::Rewrite(graph, program::TrainingSchedule(graph), plan);
+  ASSERT_TRUE(with_workspace.ok()) << StatusMessage(with_workspace.status());
+  with_workspace->workspace_bytes = 1000;
+  program::LayOutArena(*with_workspace);
+  ASSERT_GE(with_workspace->workspace_offset, plain.arena_bytes);
+  EXPECT_EQ(with_workspace->arena_bytes, with_workspace->workspace_offset + 1000);
+  TestBackend backend;
+  backend.ScribbleOverWorkspaces();
+  const Outcome outcome = RunSteps(graph, *with_workspace, 2, &backend);
+  EXPECT_EQ(outcome.state, expected.state);
+  EXPECT_EQ(outcome.captured, expected.captured);
+  const auto* arena = static_cast<const std::byte*>(backend.last_device_allocation());
+  EXPECT_THAT(backend.workspaces(), ::testing::ElementsAre(std::pair<const void*, int64_t>(
+                                        arena + with_workspace->workspace_offset, 1000)));
+  // Without a region, kernels get none.
+  TestBackend none;
+  RunSteps(graph, plain, 1, &none);
+  EXPECT_THAT(none.workspaces(),
+              ::testing::ElementsAre(std::pair<const void*, int64_t>(nullptr, 0)));
 }
 
 // Spilling and recomputing change where bytes live and when, never what the
@@ -1006,9 +1054,12 @@ TEST_P(EveryPolicy, TrainsBitwiseLikeKeepingEverything) {
   const std::initializer_list<std::string_view> loss = {};
   const Outcome expected = RunSteps(graph, none.best.program, 2, nullptr, loss);
   ASSERT_EQ(expected.results.size(), 2u);
-  // The arena's end is rounded up to the layout's alignment (256 bytes).
-  EXPECT_LE(expected.results[0].arena_high_water, none.best.arena_bytes());
-  EXPECT_GT(expected.results[0].arena_high_water, none.best.arena_bytes() - 256);
+  // The buffers' end is rounded up to the layout's alignment (256 bytes);
+  // above it, on a GPU profile, the kernels' workspace region.
+  const program::Program& kept = none.best.program;
+  const int64_t tensors_end = kept.workspace_bytes > 0 ? kept.workspace_offset : kept.arena_bytes;
+  EXPECT_LE(expected.results[0].arena_high_water, tensors_end);
+  EXPECT_GT(expected.results[0].arena_high_water, tensors_end - 256);
   for (const auto& [name, bytes] : expected.state) EXPECT_FALSE(HasNaN(bytes)) << name;
 
   // A third of the way from swap's least-memory plan up to the least arena

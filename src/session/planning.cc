@@ -192,6 +192,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
       {"feasible", result.feasible},
       {"budget_bytes", budget_bytes},
       {"arena_bytes", result.best.arena_bytes()},
+      {"workspace_bytes", result.best.program.workspace_bytes},
       {"smallest_arena_bytes", result.smallest_arena_bytes},
       {"step_time_s", simulation.step_time_s},
       {"none_step_time_s", none.best.step_time_s()},

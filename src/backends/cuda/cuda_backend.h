@@ -31,9 +31,11 @@ struct CudaBackendOptions {
   // every policy train bitwise like `none`); false takes cuDNN's first
   // choice whatever it is.
   bool deterministic = true;
-  // The most workspace a convolution's algorithm may use. The kernels'
-  // scratch (the largest workspace, batch norm's partial sums) is allocated
-  // before the first step, outside the Program's arena.
+  // The most workspace a convolution's algorithm may use, and no more than
+  // the Program's workspace region where the plan reserved one (a GPU
+  // hardware profile, program/workspaces.h); the kernels' scratch is that
+  // region, or else the backend's own, allocated before the first step,
+  // outside the arena.
   int64_t workspace_limit = int64_t{64} << 20;
 };
 

@@ -102,7 +102,8 @@ cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* 
 // gives bitwise the first run's output.
 
 // Device scratch the statistics and gradient kernels need for a batch norm
-// of this size: partial sums and the per-channel values the last pass reads.
+// of this size: partial sums and the per-channel values the last pass reads
+// (program/workspace_sizes.h's formula, which the planner declares).
 size_t BatchNormScratchBytes(int64_t rows, int64_t channels);
 
 struct BatchNormTraining {

@@ -99,9 +99,15 @@ CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
   return settings;
 }
 
+// The most workspace a convolution of `call` may use: the backend's limit,
+// and no more than the Program's workspace where the Program gives one.
+int64_t ConvolutionLimit(const KernelCall& call, int64_t backend_limit) {
+  return call.workspace != nullptr ? std::min(backend_limit, call.workspace_bytes) : backend_limit;
+}
+
 // The key under which alike convolutions share their cuDNN setup.
-std::string ConvolutionKey(const KernelCall& call) {
-  std::string key(ir::OpName(call.node.op));
+std::string ConvolutionKey(const KernelCall& call, int64_t limit) {
+  std::string key = fmt::format("{} limit={} ", ir::OpName(call.node.op), limit);
   for (const TensorRef& operand : call.inputs) key += ir::TypeToString(*operand.type);
   key += ir::TypeToString(*call.outputs[0].type);
   for (const char* name : {"strides", "pads", "dilations"}) {
@@ -248,11 +254,13 @@ CudaOps::~CudaOps() {
 }
 
 absl::StatusOr<const CudnnConvolution*> CudaOps::Convolution(const KernelCall& call) {
-  const std::string key = ConvolutionKey(call);
+  ConvolutionSettings settings = convolution_settings_;
+  settings.workspace_limit = ConvolutionLimit(call, settings.workspace_limit);
+  const std::string key = ConvolutionKey(call, settings.workspace_limit);
   auto it = convolutions_.find(key);
   if (it == convolutions_.end()) {
     ASSIGN_OR_RETURN(std::unique_ptr<CudnnConvolution> convolution,
-                     CudnnConvolution::Create(cudnn_, call, convolution_settings_));
+                     CudnnConvolution::Create(cudnn_, call, settings));
     it = convolutions_.emplace(key, std::move(convolution)).first;
   }
   return it->second.get();
@@ -282,6 +290,22 @@ absl::StatusOr<int64_t> CudaOps::ScratchNeeded(const KernelCall& call) {
   }
 }
 
+absl::StatusOr<void*> CudaOps::Scratch(const KernelCall& call) {
+  ASSIGN_OR_RETURN(const int64_t needed, ScratchNeeded(call));
+  if (call.workspace != nullptr) {
+    // The planner declared every node's need (program/workspaces.h) and the
+    // Program reserved the largest: a shortfall is a planning bug.
+    if (needed > call.workspace_bytes) {
+      return absl::InternalError(
+          fmt::format("the kernel needs {} of workspace and the Program reserves {}",
+                      FormatBytes(needed), FormatBytes(call.workspace_bytes)));
+    }
+    return call.workspace;
+  }
+  RETURN_IF_ERROR(EnsureScratch(needed));
+  return scratch_;
+}
+
 absl::Status CudaOps::EnsureScratch(int64_t bytes) {
   if (bytes <= scratch_bytes_) return absl::OkStatus();
   // Only before a step (or between the op tests' kernels): cudaFree waits for
@@ -296,8 +320,7 @@ absl::Status CudaOps::EnsureScratch(int64_t bytes) {
 }
 
 absl::Status CudaOps::Prepare(const KernelCall& call) {
-  ASSIGN_OR_RETURN(const int64_t scratch, ScratchNeeded(call));
-  RETURN_IF_ERROR(EnsureScratch(scratch));
+  RETURN_IF_ERROR(Scratch(call).status());
   const Library library =
       IsConvolution(call.node.op) ? Library::kCudnn
       : (call.node.op == ir::OpKind::kMatMul || call.node.op == ir::OpKind::kLinear ||
@@ -319,8 +342,7 @@ std::string CudaOps::Summary() const {
 
 absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
   const ir::Node& node = call.node;
-  ASSIGN_OR_RETURN(const int64_t scratch_needed, ScratchNeeded(call));
-  RETURN_IF_ERROR(EnsureScratch(scratch_needed));
+  ASSIGN_OR_RETURN(void* const scratch, Scratch(call));
   const TensorRef& y = call.outputs[0];
   switch (node.op) {
     case ir::OpKind::kRelu:
@@ -411,7 +433,7 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       if (y.data == nullptr) return absl::OkStatus();
       ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
       RETURN_IF_ERROR(CheckCudnn(cudnnSetStream(cudnn_, stream), "setting cuDNN's stream"));
-      return convolution->Run(cudnn_, call, scratch_);
+      return convolution->Run(cudnn_, call, scratch);
     }
     case ir::OpKind::kMatMul:
     case ir::OpKind::kLinear:
@@ -434,7 +456,7 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
         if (y.data == nullptr) return absl::OkStatus();
         return Launched(LaunchBatchNormInference(In(call, 0), In(call, 1), In(call, 2), In(call, 3),
                                                  In(call, 4), m.rows, m.columns, epsilon,
-                                                 y.as<float>(), scratch_, stream));
+                                                 y.as<float>(), scratch, stream));
       }
       if (m.rows < 2) {
         return absl::InvalidArgumentError("training needs more than one value per channel");
@@ -444,7 +466,7 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       settings.momentum = static_cast<float>(*node.attrs.GetFloat("momentum", 0.1));
       return Launched(LaunchBatchNormTraining(
           In(call, 0), In(call, 1), In(call, 2), m.rows, m.columns, settings, Out(call, 0),
-          Out(call, 1), Out(call, 2), Out(call, 3), Out(call, 4), scratch_, stream));
+          Out(call, 1), Out(call, 2), Out(call, 3), Out(call, 4), scratch, stream));
     }
     case ir::OpKind::kBatchNormBackward: {
       const Matrix m = AsMatrix(call.inputs[1].type->shape);
@@ -452,7 +474,7 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
           LaunchBatchNormBackward(In(call, 0), In(call, 1), In(call, 2), In(call, 3), In(call, 4),
                                   m.rows, m.columns, *node.attrs.GetBool("training", true),
                                   static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5)),
-                                  Out(call, 0), Out(call, 1), Out(call, 2), scratch_, stream));
+                                  Out(call, 0), Out(call, 1), Out(call, 2), scratch, stream));
     }
     case ir::OpKind::kMaxPool:
       if (y.data == nullptr) return absl::OkStatus();
@@ -481,12 +503,12 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       return Launched(
           LaunchCrossEntropyLoss(In(call, 0), call.inputs[1].data,
                                  MakeCrossEntropy(node.attrs, call.inputs[0], call.inputs[1]),
-                                 y.as<float>(), scratch_, stream));
+                                 y.as<float>(), scratch, stream));
     case ir::OpKind::kCrossEntropyLossBackward:
       if (y.data == nullptr) return absl::OkStatus();
       return Launched(LaunchCrossEntropyLossBackward(
           In(call, 0), In(call, 1), call.inputs[2].data,
-          MakeCrossEntropy(node.attrs, call.inputs[1], call.inputs[2]), y.as<float>(), scratch_,
+          MakeCrossEntropy(node.attrs, call.inputs[1], call.inputs[2]), y.as<float>(), scratch,
           stream));
     default:
       return absl::UnimplementedError(fmt::format(

@@ -27,10 +27,11 @@ class CudaOps {
   CudaOps& operator=(const CudaOps&) = delete;
 
   // Before a step, for each call it will run: chooses the convolution
-  // algorithms and grows the device scratch (convolution workspaces, batch
-  // norm's partial sums, the loss's per-row values) to what the calls need,
-  // so that nothing is allocated mid-step. Run does the same for a call
-  // Prepare has not seen (the op tests run kernels one by one).
+  // algorithms and checks that the Program's workspace holds what each
+  // kernel needs (convolution workspaces, batch norm's partial sums, the
+  // loss's per-row values). A call without a workspace (the op tests run
+  // kernels one by one) uses scratch of the backend's own, grown to fit
+  // here or in Run.
   absl::Status Prepare(const KernelCall& call);
 
   // Enqueues `call` on `stream`.
@@ -49,6 +50,9 @@ class CudaOps {
   enum class Library { kCudnn, kCublas, kOwn };
   absl::StatusOr<const CudnnConvolution*> Convolution(const KernelCall& call);
   absl::StatusOr<int64_t> ScratchNeeded(const KernelCall& call);
+  // Where `call`'s kernel keeps its scratch: the Program's workspace where
+  // the call carries one, else the backend's own, grown to fit.
+  absl::StatusOr<void*> Scratch(const KernelCall& call);
   absl::Status EnsureScratch(int64_t bytes);
 
   cudnnHandle_t cudnn_;

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/launch.cuh"
+#include "program/workspace_sizes.h"
 
 namespace spillway::backends::cuda {
 namespace {
@@ -102,7 +103,7 @@ Scratch Carve(void* memory, int64_t rows) {
 }  // namespace
 
 size_t CrossEntropyScratchBytes(int64_t rows) {
-  return static_cast<size_t>(rows) * (sizeof(float) + sizeof(int32_t)) + 8 + sizeof(int64_t);
+  return static_cast<size_t>(program::CrossEntropyScratchBytes(rows));
 }
 
 cudaError_t LaunchCrossEntropyLoss(const float* logits, const void* labels,

@@ -3,33 +3,20 @@
 // deterministic).
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/launch.cuh"
+#include "program/workspace_sizes.h"
 
 namespace spillway::backends::cuda {
 namespace {
 
-// A chunk is at least this many rows, and there are at most kMaxChunks of
-// them: enough blocks to fill a large GPU, few partial sums to add.
-constexpr int64_t kMinChunkRows = 512;
-constexpr int64_t kMaxChunks = 1024;
 // A block of the partial-sum kernels: 32 channels side by side (a warp reads
 // 128 contiguous bytes of a row) by kLanes rows.
 constexpr int kChannelsPerBlock = 32;
 constexpr int kLanes = 8;
 
-struct Chunking {
-  int64_t rows_per_chunk = 1;
-  int64_t chunks = 1;
-};
-
-// Depends on `rows` alone, so the order of every sum is fixed by the shape.
-Chunking ChunkRows(int64_t rows) {
-  int64_t chunks = (rows + kMinChunkRows - 1) / kMinChunkRows;
-  chunks = chunks < 1 ? 1 : (chunks > kMaxChunks ? kMaxChunks : chunks);
-  Chunking chunking;
-  chunking.rows_per_chunk = (rows + chunks - 1) / chunks;
-  chunking.chunks = (rows + chunking.rows_per_chunk - 1) / chunking.rows_per_chunk;
-  return chunking;
-}
+// The chunks of rows each partial sum covers, fixed by the row count alone
+// (program/workspace_sizes.h, which the planner reads too).
+using Chunking = program::BatchNormChunking;
+constexpr Chunking ChunkRows(int64_t rows) { return program::ChunkBatchNormRows(rows); }
 
 // The scratch layout: two partial sums per (chunk, channel), then three
 // float values per channel (what the element-wise pass reads).
@@ -219,9 +206,7 @@ const dim3 kPartialBlock(kChannelsPerBlock, kLanes);
 }  // namespace
 
 size_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
-  const Chunking chunking = ChunkRows(rows);
-  return static_cast<size_t>(chunking.chunks * channels * 2) * sizeof(double) +
-         static_cast<size_t>(3 * channels) * sizeof(float);
+  return static_cast<size_t>(program::BatchNormScratchBytes(rows, channels));
 }
 
 cudaError_t LaunchBatchNormTraining(const float* x, const float* gamma, const float* beta,

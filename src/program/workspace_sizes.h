@@ -1,0 +1,42 @@
+// The scratch the CUDA backend's own kernels need, as functions of shapes
+// alone: the planner declares it per node before planning
+// (program/workspaces.h) and the kernels (backends/cuda) carve it out of the
+// workspace the Program reserves, so both read these same formulas.
+//
+// Plain C++17 with no dependencies, so that the CUDA kernels can include it.
+#pragma once
+
+#include <cstdint>
+
+namespace spillway::program {
+
+// Batch norm sums each channel over chunks of rows, at least
+// kBatchNormMinChunkRows each and at most kBatchNormMaxChunks of them (enough
+// blocks to fill a large GPU, few partial sums to add); the chunking depends
+// on the row count alone, so the order of every sum is fixed by the shape.
+inline constexpr int64_t kBatchNormMinChunkRows = 512;
+inline constexpr int64_t kBatchNormMaxChunks = 1024;
+
+struct BatchNormChunking {
+  int64_t rows_per_chunk = 1;
+  int64_t chunks = 1;
+};
+
+constexpr BatchNormChunking ChunkBatchNormRows(int64_t rows) {
+  int64_t chunks = (rows + kBatchNormMinChunkRows - 1) / kBatchNormMinChunkRows;
+  chunks = chunks < 1 ? 1 : (chunks > kBatchNormMaxChunks ? kBatchNormMaxChunks : chunks);
+  BatchNormChunking chunking;
+  chunking.rows_per_chunk = rows < 1 ? 1 : (rows + chunks - 1) / chunks;
+  chunking.chunks = rows < 1 ? 1 : (rows + chunking.rows_per_chunk - 1) / chunking.rows_per_chunk;
+  return chunking;
+}
+
+// Two double partial sums per (chunk, channel), then three floats per channel.
+constexpr int64_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
+  return ChunkBatchNormRows(rows).chunks * channels * 2 * 8 + 3 * channels * 4;
+}
+
+// A float loss and an int32 flag per row, then an 8-aligned int64 count.
+constexpr int64_t CrossEntropyScratchBytes(int64_t rows) { return rows * (4 + 4) + 8 + 8; }
+
+}  // namespace spillway::program

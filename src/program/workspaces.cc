@@ -1,0 +1,63 @@
+#include "program/workspaces.h"
+
+#include <algorithm>
+
+#include "ir/op_kind.h"
+#include "program/workspace_sizes.h"
+
+namespace spillway::program {
+namespace {
+
+// [rows, channels] of a tensor whose last axis is its channels.
+struct Rows {
+  int64_t rows = 1;
+  int64_t channels = 1;
+};
+
+Rows AsRows(const ir::Shape& shape) {
+  Rows rows;
+  rows.channels = shape.empty() ? 1 : shape.back();
+  for (size_t d = 0; d + 1 < shape.size(); ++d) rows.rows *= shape[d];
+  return rows;
+}
+
+}  // namespace
+
+int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {
+  if (limit <= 0) return 0;
+  const auto type = [&](ir::ValueId id) -> const ir::TensorType& { return graph.value(id).type; };
+  switch (node.op) {
+    case ir::OpKind::kConv2d:
+    case ir::OpKind::kConv2dBackwardData:
+    case ir::OpKind::kConv2dBackwardWeight: {
+      int64_t largest = 0;
+      for (ir::ValueId id : node.inputs) largest = std::max(largest, type(id).bytes());
+      for (ir::ValueId id : node.outputs) largest = std::max(largest, type(id).bytes());
+      return std::min(limit, largest);
+    }
+    case ir::OpKind::kBatchNorm:
+    case ir::OpKind::kBatchNormBackward: {
+      const ir::ValueId x = node.op == ir::OpKind::kBatchNorm ? node.inputs[0] : node.inputs[1];
+      const Rows rows = AsRows(type(x).shape);
+      return BatchNormScratchBytes(rows.rows, rows.channels);
+    }
+    case ir::OpKind::kCrossEntropyLoss:
+    case ir::OpKind::kCrossEntropyLossBackward: {
+      const ir::ValueId labels =
+          node.op == ir::OpKind::kCrossEntropyLoss ? node.inputs[1] : node.inputs[2];
+      return CrossEntropyScratchBytes(ir::NumElements(type(labels).shape).value_or(0));
+    }
+    default:
+      return 0;
+  }
+}
+
+int64_t WorkspaceRegionBytes(const ir::Graph& graph, int64_t limit) {
+  int64_t region = 0;
+  for (const ir::Node& node : graph.nodes()) {
+    region = std::max(region, DeclaredWorkspaceBytes(graph, node, limit));
+  }
+  return region;
+}
+
+}  // namespace spillway::program

@@ -1,0 +1,32 @@
+// Kernel workspaces, declared per node before planning from shapes alone, so
+// that a plan made on a machine without the GPU counts the same bytes as the
+// GPU's run. A device whose kernels need workspace (the CUDA backend's: cuDNN's
+// convolution workspace, batch norm's partial sums, the loss's per-row values)
+// gets one region at the top of the arena, as large as the largest any node
+// of the step declares; the kernels run one at a time on the compute stream,
+// so they share it. The policies plan the tensors in the budget less that
+// region (planner/planner.h), and the runtime hands the region to every
+// kernel (backends/kernel.h).
+//
+// A convolution declares at most `limit` bytes (the hardware profile's
+// workspace_limit_bytes) and no more than its largest operand: cuDNN then
+// chooses its algorithm among those that fit the region, so the declaration
+// is a cap the backend keeps, not a measurement. The CUDA backend's own
+// kernels declare exactly what they use (program/workspace_sizes.h).
+#pragma once
+
+#include <cstdint>
+
+#include "ir/graph.h"
+
+namespace spillway::program {
+
+// The workspace `node` declares on a device whose kernels may use up to
+// `limit` bytes; 0 where `limit` is 0 (the device keeps its kernels' scratch
+// itself, as the CPU backend does) or the node needs none.
+int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit);
+
+// The region a step of `graph` reserves: the largest declaration of any node.
+int64_t WorkspaceRegionBytes(const ir::Graph& graph, int64_t limit);
+
+}  // namespace spillway::program

@@ -1,0 +1,114 @@
+#include "program/workspaces.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "autodiff/training_graph.h"
+#include "ir/text_format.h"
+#include "models/models.h"
+#include "program/rewriter.h"
+#include "program/verifier.h"
+#include "program/workspace_sizes.h"
+#include "support/check.h"
+#include "support/status_macros.h"
+
+namespace spillway::program {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+ir::Graph Parse(std::string_view text) {
+  absl::StatusOr<ir::Graph> graph = ir::ParseAndVerifyGraph(text);
+  SPILLWAY_CHECK(graph.ok(), "the test graph parses");
+  return *std::move(graph);
+}
+
+const ir::Node& NodeNamed(const ir::Graph& graph, std::string_view name) {
+  for (const ir::Node& node : graph.nodes()) {
+    if (node.name == name) return node;
+  }
+  SPILLWAY_CHECK(false, "no such node");
+  return graph.node(0);
+}
+
+// A convolution may use at most the limit and no more than its largest
+// operand; batch norm and the loss declare what the CUDA kernels carve out
+// of the workspace; element-wise ops nothing; and a device whose kernels keep
+// their own scratch (limit 0) declares nothing at all.
+TEST(Workspaces, EachNodeDeclaresFromItsShapesAlone) {
+  const ir::Graph graph = Parse(
+      "graph g {\n"
+      "  input %x: f32[2,16,16,8] nhwc\n"
+      "  param %w: f32[4,3,3,8]\n"
+      "  %y: f32[2,16,16,4] nhwc = conv2d(%x, %w) {pads=[1,1,1,1]}\n"
+      "  param %g: f32[4]\n"
+      "  param %b: f32[4]\n"
+      "  buffer %rm: f32[4]\n"
+      "  buffer %rv: f32[4]\n"
+      "  %n: f32[2,16,16,4] nhwc, %m: f32[4], %s: f32[4], %rm2: f32[4], %rv2: f32[4] = "
+      "batch_norm(%y, %g, %b, %rm, %rv)\n"
+      "  %r: f32[2,16,16,4] nhwc = relu(%n)\n"
+      "  output %r, %m, %s, %rm2, %rv2\n"
+      "}\n");
+  const ir::Node& conv = NodeNamed(graph, "y");
+  const int64_t x_bytes = 2 * 16 * 16 * 8 * 4;  // the largest operand
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, conv, 64 * kMiB), x_bytes);
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, conv, 1000), 1000);
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, conv, 0), 0);
+  const ir::Node& norm = NodeNamed(graph, "n");
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, norm, 64 * kMiB), BatchNormScratchBytes(512, 4));
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, norm, 0), 0);
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, "r"), 64 * kMiB), 0);
+  EXPECT_EQ(WorkspaceRegionBytes(graph, 64 * kMiB), x_bytes);
+  EXPECT_EQ(WorkspaceRegionBytes(graph, 0), 0);
+}
+
+// Batch norm's chunks cover every row, none of them empty, never more of
+// them than the maximum, nor more than chunks of the minimum size would need.
+TEST(Workspaces, BatchNormChunksCoverTheRowsWithinTheirBounds) {
+  for (int64_t rows :
+       {int64_t{1}, int64_t{2}, int64_t{511}, int64_t{512}, int64_t{513}, int64_t{100000},
+        int64_t{524287}, int64_t{524288}, int64_t{524289}, int64_t{128} << 20}) {
+    const BatchNormChunking chunking = ChunkBatchNormRows(rows);
+    EXPECT_GE(chunking.chunks, 1) << rows;
+    EXPECT_LE(chunking.chunks, kBatchNormMaxChunks) << rows;
+    EXPECT_GE(chunking.chunks * chunking.rows_per_chunk, rows) << rows;
+    EXPECT_LT((chunking.chunks - 1) * chunking.rows_per_chunk, rows) << rows;
+    EXPECT_LE(chunking.chunks, (rows + kBatchNormMinChunkRows - 1) / kBatchNormMinChunkRows)
+        << rows;
+  }
+}
+
+// A Program with a workspace: the layout puts the region above every
+// buffer, aligned, and the verifier accepts it.
+TEST(Workspaces, TheLayoutPutsTheRegionAboveEveryBuffer) {
+  models::ModelOptions options;
+  options.batch = 2;
+  options.height = 32;
+  options.width = 32;
+  options.base_width = 8;
+  absl::StatusOr<ir::Graph> forward = models::BuildModel("resnet18", options);
+  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+  const ir::Graph& graph = training->graph;
+  absl::StatusOr<Program> program = Rewrite(graph, TrainingSchedule(graph), Plan("none", graph));
+  ASSERT_TRUE(program.ok()) << StatusMessage(program.status());
+  program->workspace_bytes = WorkspaceRegionBytes(graph, 64 * kMiB);
+  ASSERT_GT(program->workspace_bytes, 0);
+  LayOutArena(*program);
+  EXPECT_EQ(program->workspace_offset % program->alignment, 0);
+  EXPECT_EQ(program->arena_bytes, program->workspace_offset + program->workspace_bytes);
+  for (const Buffer& buffer : program->buffers) {
+    if (buffer.memory == Memory::kDevice) {
+      EXPECT_LE(buffer.offset + buffer.bytes, program->workspace_offset) << buffer.name;
+    }
+  }
+  const absl::Status verified = VerifyProgram(*program);
+  EXPECT_TRUE(verified.ok()) << StatusMessage(verified);
+}
+
+}  // namespace
+}  // namespace spillway::program
