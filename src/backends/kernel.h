@@ -15,15 +15,17 @@
 //   first output. Kernels read element i of every input before writing
 //   element i of the output.
 // - A recomputed batch norm in training mode gets two extra inputs, its saved
-//   mean and inverse standard deviation (inputs 5 and 6), and null running
-//   statistics (inputs 3 and 4). It must normalize with the saved statistics,
-//   give bitwise the output of the first run, and update nothing else.
+//   mean and inverse standard deviation (after its own inputs, in the order
+//   program::ReadValue gives; `SavedStatisticsOf` names them), and null
+//   running statistics. It must normalize with the saved statistics, give
+//   bitwise the output of the first run, and update nothing else.
 // - Results are deterministic: the same inputs give bitwise the same outputs,
 //   whatever the buffers' addresses (they are 64-byte aligned) and however
 //   often the kernel runs, for a given thread count.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "ir/graph.h"
@@ -50,6 +52,17 @@ struct KernelContext {
   // every step and is the same when a step recomputes it.
   uint64_t step = 0;
 };
+
+struct KernelCall;
+
+// A recomputed batch norm's saved statistics, the reads the Program puts
+// after its inputs; nullopt for any other call. Kernels read them by name
+// here, not by position.
+struct SavedStatistics {
+  const TensorRef* mean = nullptr;
+  const TensorRef* inv_std = nullptr;
+};
+std::optional<SavedStatistics> SavedStatisticsOf(const KernelCall& call);
 
 struct KernelCall {
   const ir::Node& node;

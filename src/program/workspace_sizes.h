@@ -36,7 +36,18 @@ constexpr int64_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
   return ChunkBatchNormRows(rows).chunks * channels * 2 * 8 + 3 * channels * 4;
 }
 
-// A float loss and an int32 flag per row, then an 8-aligned int64 count.
-constexpr int64_t CrossEntropyScratchBytes(int64_t rows) { return rows * (4 + 4) + 8 + 8; }
+// The cross-entropy's rows are summed, and counted, in at most
+// kLossMaxChunks chunks of consecutive rows (one thread each, the chunk's rows
+// in order), then the chunks in order: a double sum and an int64 count per
+// chunk, and the total count.
+inline constexpr int64_t kLossMaxChunks = 4096;
+
+constexpr int64_t LossChunkRows(int64_t rows) {
+  return rows <= kLossMaxChunks ? 1 : (rows + kLossMaxChunks - 1) / kLossMaxChunks;
+}
+constexpr int64_t LossChunks(int64_t rows) {
+  return rows < 1 ? 1 : (rows + LossChunkRows(rows) - 1) / LossChunkRows(rows);
+}
+constexpr int64_t CrossEntropyScratchBytes(int64_t rows) { return LossChunks(rows) * (8 + 8) + 8; }
 
 }  // namespace spillway::program

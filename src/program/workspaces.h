@@ -1,7 +1,7 @@
 // Kernel workspaces, declared per node before planning from shapes alone, so
 // that a plan made on a machine without the GPU counts the same bytes as the
 // GPU's run. A device whose kernels need workspace (the CUDA backend's: cuDNN's
-// convolution workspace, batch norm's partial sums, the loss's per-row values)
+// convolution workspace, batch norm's partial sums, the loss's per-chunk sums)
 // gets one region at the top of the arena, as large as the largest any node
 // of the step declares; the kernels run one at a time on the compute stream,
 // so they share it. The policies plan the tensors in the budget less that

@@ -65,6 +65,20 @@ TEST(Workspaces, EachNodeDeclaresFromItsShapesAlone) {
   EXPECT_EQ(WorkspaceRegionBytes(graph, 0), 0);
 }
 
+// The loss's scratch is a few kilobytes however many rows it averages: a
+// sum and a count per chunk of rows, at most kLossMaxChunks chunks that
+// cover every row.
+TEST(Workspaces, TheLossSumsInBoundedChunks) {
+  for (int64_t rows : {int64_t{1}, int64_t{8}, int64_t{4096}, int64_t{4097}, int64_t{16000000}}) {
+    const int64_t chunk_rows = LossChunkRows(rows);
+    const int64_t chunks = LossChunks(rows);
+    EXPECT_LE(chunks, kLossMaxChunks) << rows;
+    EXPECT_GE(chunks * chunk_rows, rows) << rows;
+    EXPECT_LT((chunks - 1) * chunk_rows, rows) << rows;
+    EXPECT_LE(CrossEntropyScratchBytes(rows), kLossMaxChunks * 16 + 8) << rows;
+  }
+}
+
 // Batch norm's chunks cover every row, none of them empty, never more of
 // them than the maximum, nor more than chunks of the minimum size would need.
 TEST(Workspaces, BatchNormChunksCoverTheRowsWithinTheirBounds) {

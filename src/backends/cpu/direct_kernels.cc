@@ -118,9 +118,9 @@ bool BatchNorm(const KernelCall& call, int threads) {
       inv_std[c] =
           static_cast<float>(1.0 / std::sqrt(static_cast<double>(running_var[c]) + epsilon));
     }
-  } else if (call.inputs.size() == 7) {  // recomputation from the saved statistics
-    std::copy_n(call.inputs[5].as<float>(), size, mean.begin());
-    std::copy_n(call.inputs[6].as<float>(), size, inv_std.begin());
+  } else if (const std::optional<SavedStatistics> saved = SavedStatisticsOf(call)) {
+    std::copy_n(saved->mean->as<float>(), size, mean.begin());  // recomputed from them
+    std::copy_n(saved->inv_std->as<float>(), size, inv_std.begin());
   } else {
     const double momentum = Attr(attrs.GetFloat("momentum", 0.1));
     const float* shift = xs;  // the first row

@@ -23,7 +23,7 @@ struct CudaBackend::Handles {
   std::array<cudaStream_t, program::kNumStreams> streams{};
   std::vector<cudaEvent_t> events;
   cudnnHandle_t cudnn = nullptr;
-  cublasHandle_t cublas = nullptr;
+  Cublas cublas;                 // opened when the backend starts (cublas_library.h)
   std::unique_ptr<CudaOps> ops;  // made once the library handles exist
 };
 
@@ -54,7 +54,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                               "creating a CUDA stream"));
   }
   RETURN_IF_ERROR(CheckCudnn(cudnnCreate(&handles.cudnn), "starting cuDNN"));
-  RETURN_IF_ERROR(CheckCublas(cublasCreate(&handles.cublas), "starting cuBLAS"));
+  ASSIGN_OR_RETURN(handles.cublas.library, LoadCublas());
+  RETURN_IF_ERROR(
+      CheckCublas(handles.cublas.library->create(&handles.cublas.handle), "starting cuBLAS"));
   handles.ops =
       std::make_unique<CudaOps>(handles.cudnn, handles.cublas,
                                 ConvolutionSettings{.workspace_limit = options.workspace_limit,
@@ -69,7 +71,8 @@ CudaBackend::~CudaBackend() {
   // Best effort: the device may already be in an error state.
   cudaSetDevice(device_);
   handles_->ops.reset();  // frees its scratch
-  if (handles_->cublas != nullptr) cublasDestroy(handles_->cublas);
+  if (handles_->cublas.handle != nullptr)
+    handles_->cublas.library->destroy(handles_->cublas.handle);
   if (handles_->cudnn != nullptr) cudnnDestroy(handles_->cudnn);
   for (cudaEvent_t event : handles_->events) cudaEventDestroy(event);
   for (cudaStream_t stream : handles_->streams) {

@@ -214,6 +214,12 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
       }
       break;
     case ir::OpKind::kAddN:
+      // One launch sums every input, so the output may be written over any
+      // of them and the order of the sum never depends on which.
+      if (node.inputs.size() > static_cast<size_t>(kMaxAddNInputs)) {
+        return absl::UnimplementedError(fmt::format("the CUDA add_n sums at most {} inputs, not {}",
+                                                    kMaxAddNInputs, node.inputs.size()));
+      }
       for (ir::ValueId id : node.inputs) {
         if (type(id).dtype != ir::DType::kF32) {
           return absl::UnimplementedError("the CUDA add_n sums f32 tensors");
@@ -246,7 +252,7 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
   return absl::OkStatus();
 }
 
-CudaOps::CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, const ConvolutionSettings& convolution)
+CudaOps::CudaOps(cudnnHandle_t cudnn, const Cublas& cublas, const ConvolutionSettings& convolution)
     : cudnn_(cudnn), cublas_(cublas), convolution_settings_(convolution) {}
 
 CudaOps::~CudaOps() {
@@ -375,18 +381,12 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
     }
     case ir::OpKind::kAddN: {
       if (y.data == nullptr) return absl::OkStatus();
-      // Sixteen inputs per launch; past that, the partial sum is the next
-      // launch's first input.
-      size_t next = 0;
-      while (next < call.inputs.size()) {
-        AddNInputs inputs;
-        if (next > 0) inputs.items[inputs.count++] = y.as<const float>();
-        while (inputs.count < kMaxAddNInputs && next < call.inputs.size()) {
-          inputs.items[inputs.count++] = In(call, next++);
-        }
-        RETURN_IF_ERROR(Launched(LaunchAddN(inputs, y.as<float>(), y.num_elements(), stream)));
+      if (call.inputs.size() > static_cast<size_t>(kMaxAddNInputs)) {
+        return absl::UnimplementedError("add_n of more inputs than one launch takes");
       }
-      return absl::OkStatus();
+      AddNInputs inputs;
+      for (size_t k = 0; k < call.inputs.size(); ++k) inputs.items[inputs.count++] = In(call, k);
+      return Launched(LaunchAddN(inputs, y.as<float>(), y.num_elements(), stream));
     }
     case ir::OpKind::kFill: {
       if (y.data == nullptr) return absl::OkStatus();
@@ -439,18 +439,19 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
     case ir::OpKind::kLinear:
     case ir::OpKind::kLinearBackwardWeight:
       if (y.data == nullptr) return absl::OkStatus();
-      RETURN_IF_ERROR(CheckCublas(cublasSetStream(cublas_, stream), "setting cuBLAS's stream"));
+      RETURN_IF_ERROR(CheckCublas(cublas_.library->set_stream(cublas_.handle, stream),
+                                  "setting cuBLAS's stream"));
       if (node.op == ir::OpKind::kMatMul) return RunMatMul(cublas_, call);
       if (node.op == ir::OpKind::kLinear) return RunLinear(cublas_, call);
       return RunLinearBackwardWeight(cublas_, call);
     case ir::OpKind::kBatchNorm: {
       const Matrix m = AsMatrix(call.inputs[0].type->shape);
       const float epsilon = static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5));
-      if (call.inputs.size() == 7) {  // a recomputation, from the saved statistics
-        if (y.data == nullptr) return absl::OkStatus();
-        return Launched(LaunchBatchNormNormalize(In(call, 0), In(call, 1), In(call, 2), In(call, 5),
-                                                 In(call, 6), m.rows, m.columns, y.as<float>(),
-                                                 stream));
+      if (const std::optional<SavedStatistics> saved = SavedStatisticsOf(call)) {
+        if (y.data == nullptr) return absl::OkStatus();  // a recomputation, from the statistics
+        return Launched(LaunchBatchNormNormalize(
+            In(call, 0), In(call, 1), In(call, 2), saved->mean->as<const float>(),
+            saved->inv_std->as<const float>(), m.rows, m.columns, y.as<float>(), stream));
       }
       if (!*node.attrs.GetBool("training", true)) {
         if (y.data == nullptr) return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "backends/cuda/convolution.h"
+#include "backends/cuda/matmul.h"
 #include "backends/kernel.h"
 
 namespace spillway::backends::cuda {
@@ -21,7 +22,7 @@ namespace spillway::backends::cuda {
 class CudaOps {
  public:
   // The handles are the backend's; convolutions run as `convolution` says.
-  CudaOps(cudnnHandle_t cudnn, cublasHandle_t cublas, const ConvolutionSettings& convolution);
+  CudaOps(cudnnHandle_t cudnn, const Cublas& cublas, const ConvolutionSettings& convolution);
   ~CudaOps();
   CudaOps(const CudaOps&) = delete;
   CudaOps& operator=(const CudaOps&) = delete;
@@ -29,7 +30,7 @@ class CudaOps {
   // Before a step, for each call it will run: chooses the convolution
   // algorithms and checks that the Program's workspace holds what each
   // kernel needs (convolution workspaces, batch norm's partial sums, the
-  // loss's per-row values). A call without a workspace (the op tests run
+  // loss's per-chunk sums). A call without a workspace (the op tests run
   // kernels one by one) uses scratch of the backend's own, grown to fit
   // here or in Run.
   absl::Status Prepare(const KernelCall& call);
@@ -56,7 +57,7 @@ class CudaOps {
   absl::Status EnsureScratch(int64_t bytes);
 
   cudnnHandle_t cudnn_;
-  cublasHandle_t cublas_;
+  Cublas cublas_;
   ConvolutionSettings convolution_settings_;
   // By shapes and attributes: nodes alike share one.
   absl::flat_hash_map<std::string, std::unique_ptr<CudnnConvolution>> convolutions_;

@@ -2,9 +2,20 @@
 
 #include <string>
 
+#include "backends/cuda/cublas_library.h"
 #include "fmt/format.h"
 
 namespace spillway::backends::cuda {
+namespace {
+
+// cuBLAS's own words for a status, where the library is open (it is opened
+// when the backend starts, so a status to name means it is).
+const char* CublasStatusText(cublasStatus_t status) {
+  const absl::StatusOr<const CublasLibrary*> library = LoadCublas();
+  return library.ok() ? (*library)->status_string(status) : "cuBLAS not open";
+}
+
+}  // namespace
 
 absl::Status CheckCuda(cudaError_t error, std::string_view what) {
   if (error == cudaSuccess) return absl::OkStatus();
@@ -41,7 +52,7 @@ absl::Status CheckCudnn(cudnnStatus_t status, std::string_view what) {
 absl::Status CheckCublas(cublasStatus_t status, std::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string message = fmt::format("{}: cuBLAS error {} ({})", what,
-                                          static_cast<int>(status), cublasGetStatusString(status));
+                                          static_cast<int>(status), CublasStatusText(status));
   switch (status) {
     case CUBLAS_STATUS_ALLOC_FAILED:
       return absl::ResourceExhaustedError(message);

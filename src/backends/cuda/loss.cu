@@ -1,6 +1,9 @@
-// Cross-entropy over rows of logits, and its gradient: one thread per row
-// (a row's log-sum-exp is one thread's loop over its classes, in order), and
-// the mean over rows added by one thread in row order.
+// Cross-entropy over rows of logits, and its gradient. A row's log-sum-exp is
+// one thread's loop over its classes, in order. The mean over rows, and the
+// count of rows that count, are summed over chunks of consecutive rows (one
+// thread per chunk, its rows in order; program/workspace_sizes.h fixes the
+// chunks by the row count alone), then over the chunks in order by one
+// thread: deterministic, with a few kilobytes of scratch whatever the rows.
 #include <cmath>
 
 #include "backends/cuda/cuda_kernels.h"
@@ -24,43 +27,72 @@ __device__ inline float LogSumExp(const float* row, int64_t classes) {
   return largest + static_cast<float>(log(sum));
 }
 
-// Each row's loss (0 where ignored) and whether it counts.
-__global__ void RowLosses(const float* logits, const void* labels, CrossEntropy s, float* row_loss,
-                          int32_t* counted) {
+// A row's loss; NaN for a label outside [0, classes).
+__device__ inline float RowLoss(const float* logits, int64_t label, const CrossEntropy& s,
+                                int64_t r) {
+  if (label < 0 || label >= s.classes) return NAN;
+  const float* row = logits + r * s.classes;
+  return LogSumExp(row, s.classes) - row[label];
+}
+
+// The scratch: per chunk a double sum and an int64 count, then the total count.
+struct Scratch {
+  double* sums;
+  int64_t* counts;
+  int64_t* total_count;
+};
+
+Scratch Carve(void* memory, int64_t chunks) {
+  Scratch scratch;
+  scratch.sums = static_cast<double*>(memory);
+  scratch.counts = reinterpret_cast<int64_t*>(scratch.sums + chunks);
+  scratch.total_count = scratch.counts + chunks;
+  return scratch;
+}
+
+// "none": each row's loss (0 where ignored) is the output.
+__global__ void RowLosses(const float* logits, const void* labels, CrossEntropy s, float* loss) {
   for (int64_t r = GridStart(); r < s.rows; r += GridStride()) {
     const int64_t label = LabelAt(labels, s.labels_i32, r);
-    if (label == s.ignore_index) {
-      row_loss[r] = 0.0f;
-      counted[r] = 0;
-      continue;
+    loss[r] = label == s.ignore_index ? 0.0f : RowLoss(logits, label, s, r);
+  }
+}
+
+// Per chunk: the sum of its counted rows' losses (with `with_losses`) and
+// their count.
+__global__ void ChunkTotals(const float* logits, const void* labels, CrossEntropy s,
+                            bool with_losses, int64_t chunk_rows, int64_t chunks, double* sums,
+                            int64_t* counts) {
+  for (int64_t k = GridStart(); k < chunks; k += GridStride()) {
+    const int64_t end = (k + 1) * chunk_rows < s.rows ? (k + 1) * chunk_rows : s.rows;
+    double sum = 0;
+    int64_t count = 0;
+    for (int64_t r = k * chunk_rows; r < end; ++r) {
+      const int64_t label = LabelAt(labels, s.labels_i32, r);
+      if (label == s.ignore_index) continue;
+      if (with_losses) sum += RowLoss(logits, label, s, r);
+      ++count;
     }
-    const float* row = logits + r * s.classes;
-    row_loss[r] = label < 0 || label >= s.classes ? NAN : LogSumExp(row, s.classes) - row[label];
-    counted[r] = 1;
+    sums[k] = sum;
+    counts[k] = count;
   }
 }
 
-// loss[0] = the mean of the counted rows' losses (0 if none counts).
-__global__ void MeanLoss(const float* row_loss, const int32_t* counted, int64_t rows, float* loss) {
+// The chunks' totals in chunk order: the mean loss (0 if no row counts) where
+// `loss` is given, and the count.
+__global__ void FinishTotals(const double* sums, const int64_t* counts, int64_t chunks, float* loss,
+                             int64_t* total_count) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  float total = 0.0f;
+  double sum = 0;
   int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (counted[r] == 0) continue;
-    total += row_loss[r];
-    ++count;
+  for (int64_t k = 0; k < chunks; ++k) {
+    sum += sums[k];
+    count += counts[k];
   }
-  loss[0] = count > 0 ? total / static_cast<float>(count) : 0.0f;
-}
-
-// The number of rows that count, for the mean's gradient.
-__global__ void CountRows(const void* labels, CrossEntropy s, int64_t* count) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  int64_t counted = 0;
-  for (int64_t r = 0; r < s.rows; ++r) {
-    if (LabelAt(labels, s.labels_i32, r) != s.ignore_index) ++counted;
+  *total_count = count;
+  if (loss != nullptr) {
+    loss[0] = count > 0 ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
   }
-  *count = counted;
 }
 
 __global__ void LossGradient(const float* dloss, const float* logits, const void* labels,
@@ -83,23 +115,6 @@ __global__ void LossGradient(const float* dloss, const float* logits, const void
   }
 }
 
-// The scratch: a float loss and an int32 flag per row, then (8-aligned) a count.
-struct Scratch {
-  float* row_loss;
-  int32_t* counted;
-  int64_t* count;
-};
-
-Scratch Carve(void* memory, int64_t rows) {
-  Scratch scratch;
-  scratch.row_loss = static_cast<float*>(memory);
-  scratch.counted = reinterpret_cast<int32_t*>(scratch.row_loss + rows);
-  char* end = reinterpret_cast<char*>(scratch.counted + rows);
-  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(end) + 7) & ~uintptr_t{7};
-  scratch.count = reinterpret_cast<int64_t*>(aligned);
-  return scratch;
-}
-
 }  // namespace
 
 size_t CrossEntropyScratchBytes(int64_t rows) {
@@ -114,12 +129,18 @@ cudaError_t LaunchCrossEntropyLoss(const float* logits, const void* labels,
     return cudaMemsetAsync(loss, 0, sizeof(float), stream);
   }
   if (settings.classes < 1) return cudaErrorInvalidValue;
-  const Scratch scratch = Carve(scratch_memory, settings.rows);
-  // With "none" the rows' losses are the output itself.
-  float* row_loss = settings.mean ? scratch.row_loss : loss;
-  RowLosses<<<Blocks(settings.rows), kThreads, 0, stream>>>(logits, labels, settings, row_loss,
-                                                            scratch.counted);
-  if (settings.mean) MeanLoss<<<1, 1, 0, stream>>>(row_loss, scratch.counted, settings.rows, loss);
+  if (!settings.mean) {
+    RowLosses<<<Blocks(settings.rows), kThreads, 0, stream>>>(logits, labels, settings, loss);
+    return cudaGetLastError();
+  }
+  const int64_t chunks = program::LossChunks(settings.rows);
+  const Scratch scratch = Carve(scratch_memory, chunks);
+  ChunkTotals<<<Blocks(chunks), kThreads, 0, stream>>>(logits, labels, settings,
+                                                       /*with_losses=*/true,
+                                                       program::LossChunkRows(settings.rows),
+                                                       chunks, scratch.sums, scratch.counts);
+  FinishTotals<<<1, 1, 0, stream>>>(scratch.sums, scratch.counts, chunks, loss,
+                                    scratch.total_count);
   return cudaGetLastError();
 }
 
@@ -129,10 +150,18 @@ cudaError_t LaunchCrossEntropyLossBackward(const float* dloss, const float* logi
                                            cudaStream_t stream) {
   if (settings.rows == 0) return cudaSuccess;
   if (settings.classes < 1) return cudaErrorInvalidValue;
-  const Scratch scratch = Carve(scratch_memory, settings.rows);
-  CountRows<<<1, 1, 0, stream>>>(labels, settings, scratch.count);
+  const int64_t chunks = program::LossChunks(settings.rows);
+  const Scratch scratch = Carve(scratch_memory, chunks);
+  if (settings.mean) {
+    ChunkTotals<<<Blocks(chunks), kThreads, 0, stream>>>(logits, labels, settings,
+                                                         /*with_losses=*/false,
+                                                         program::LossChunkRows(settings.rows),
+                                                         chunks, scratch.sums, scratch.counts);
+    FinishTotals<<<1, 1, 0, stream>>>(scratch.sums, scratch.counts, chunks, nullptr,
+                                      scratch.total_count);
+  }
   LossGradient<<<Blocks(settings.rows), kThreads, 0, stream>>>(dloss, logits, labels, settings,
-                                                               scratch.count, dlogits);
+                                                               scratch.total_count, dlogits);
   return cudaGetLastError();
 }
 

@@ -73,7 +73,7 @@ absl::Status MatMulSupports(const ir::TensorType& a, const ir::TensorType& b,
   return BatchStride(b.shape, y.shape, "b").status();
 }
 
-absl::Status RunMatMul(cublasHandle_t handle, const KernelCall& call) {
+absl::Status RunMatMul(const Cublas& blas, const KernelCall& call) {
   const TensorRef& a = call.inputs[0];
   const TensorRef& b = call.inputs[1];
   const TensorRef& y = call.outputs[0];
@@ -98,16 +98,16 @@ absl::Status RunMatMul(cublasHandle_t handle, const KernelCall& call) {
   // Row-major y = op(a) op(b) is column-major y^T = op(b)^T op(a)^T, and a
   // row-major matrix is its transpose in column-major: b and a go in as they
   // are, b first.
-  return CheckCublas(
-      cublasSgemmStridedBatched(
-          handle, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-          n, m, depth, &alpha, b.as<const float>(), b_cols, b_stride, a.as<const float>(), a_cols,
-          a_stride, &zero, y.as<float>(), n, static_cast<long long>(m) * n, batch),
-      "the matrix product");
+  return CheckCublas(blas.library->sgemm_strided_batched(
+                         blas.handle, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, depth, &alpha,
+                         b.as<const float>(), b_cols, b_stride, a.as<const float>(), a_cols,
+                         a_stride, &zero, y.as<float>(), n, static_cast<long long>(m) * n, batch),
+                     "the matrix product");
 }
 
 // y[r, o] = x[r, :] . w[o, :] (+ b[o]): column-major y^T = w x^T.
-absl::Status RunLinear(cublasHandle_t handle, const KernelCall& call) {
+absl::Status RunLinear(const Cublas& blas, const KernelCall& call) {
   const TensorRef& x = call.inputs[0];
   const TensorRef& w = call.inputs[1];
   const TensorRef& y = call.outputs[0];
@@ -117,13 +117,15 @@ absl::Status RunLinear(cublasHandle_t handle, const KernelCall& call) {
   ASSIGN_OR_RETURN(const int out, Int(w.type->shape[0], "out features"));
   const float one = 1.0f;
   const float zero = 0.0f;
-  RETURN_IF_ERROR(CheckCublas(
-      cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one, w.as<const float>(), in,
-                  x.as<const float>(), in, &zero, y.as<float>(), out),
-      "the linear layer's product"));
+  RETURN_IF_ERROR(
+      CheckCublas(blas.library->sgemm(blas.handle, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &one,
+                                      w.as<const float>(), in, x.as<const float>(), in, &zero,
+                                      y.as<float>(), out),
+                  "the linear layer's product"));
   if (call.inputs.size() > 2) {
     cudaStream_t stream = nullptr;
-    RETURN_IF_ERROR(CheckCublas(cublasGetStream(handle, &stream), "the linear layer's stream"));
+    RETURN_IF_ERROR(
+        CheckCublas(blas.library->get_stream(blas.handle, &stream), "the linear layer's stream"));
     RETURN_IF_ERROR(CheckCuda(LaunchAddBias(y.as<float>(), call.inputs[2].as<const float>(),
                                             static_cast<int64_t>(rows) * out, out, stream),
                               "adding the bias"));
@@ -132,7 +134,7 @@ absl::Status RunLinear(cublasHandle_t handle, const KernelCall& call) {
 }
 
 // dw[o, i] = sum_r dy[r, o] x[r, i]: column-major dw^T = x^T dy.
-absl::Status RunLinearBackwardWeight(cublasHandle_t handle, const KernelCall& call) {
+absl::Status RunLinearBackwardWeight(const Cublas& blas, const KernelCall& call) {
   const TensorRef& dy = call.inputs[0];
   const TensorRef& x = call.inputs[1];
   const TensorRef& dw = call.outputs[0];
@@ -143,10 +145,10 @@ absl::Status RunLinearBackwardWeight(cublasHandle_t handle, const KernelCall& ca
   ASSIGN_OR_RETURN(const int out, Int(dy_rows.width, "out features"));
   const float one = 1.0f;
   const float zero = 0.0f;
-  return CheckCublas(
-      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &one, x.as<const float>(), in,
-                  dy.as<const float>(), out, &zero, dw.as<float>(), in),
-      "the linear layer's weight gradient");
+  return CheckCublas(blas.library->sgemm(blas.handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &one,
+                                         x.as<const float>(), in, dy.as<const float>(), out, &zero,
+                                         dw.as<float>(), in),
+                     "the linear layer's weight gradient");
 }
 
 }  // namespace spillway::backends::cuda

@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 
 #include "absl/status/status.h"
+#include "backends/cuda/cublas_library.h"
 #include "backends/kernel.h"
 
 namespace spillway::backends::cuda {
@@ -18,9 +19,15 @@ namespace spillway::backends::cuda {
 absl::Status MatMulSupports(const ir::TensorType& a, const ir::TensorType& b,
                             const ir::TensorType& y);
 
+// cuBLAS as the backend holds it: the opened library and a handle.
+struct Cublas {
+  const CublasLibrary* library = nullptr;
+  cublasHandle_t handle = nullptr;
+};
+
 // Each runs `call` on the handle's stream.
-absl::Status RunMatMul(cublasHandle_t handle, const KernelCall& call);
-absl::Status RunLinear(cublasHandle_t handle, const KernelCall& call);
-absl::Status RunLinearBackwardWeight(cublasHandle_t handle, const KernelCall& call);
+absl::Status RunMatMul(const Cublas& blas, const KernelCall& call);
+absl::Status RunLinear(const Cublas& blas, const KernelCall& call);
+absl::Status RunLinearBackwardWeight(const Cublas& blas, const KernelCall& call);
 
 }  // namespace spillway::backends::cuda

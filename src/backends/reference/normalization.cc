@@ -89,12 +89,14 @@ absl::Status RunBatchNorm(const KernelCall& call) {
   const T* beta = call.inputs[2].as<const T>();
   T* y = call.outputs[0].as<T>();
 
-  if (call.inputs.size() == 7) {
+  if (const std::optional<SavedStatistics> saved = SavedStatisticsOf(call)) {
     // A recomputation: only y, from the statistics the first run saved.
-    RETURN_IF_ERROR(ExpectInputs(call, {5, 6}));
+    if (saved->mean->data == nullptr || saved->inv_std->data == nullptr) {
+      return KernelError(call, "a recomputation needs its saved statistics");
+    }
     if (y != nullptr) {
-      NormalizeColumns(x, m, call.inputs[5].as<const T>(), call.inputs[6].as<const T>(), gamma,
-                       beta, y);
+      NormalizeColumns(x, m, saved->mean->as<const T>(), saved->inv_std->as<const T>(), gamma, beta,
+                       y);
     }
     return absl::OkStatus();
   }
