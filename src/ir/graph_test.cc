@@ -18,6 +18,17 @@ NodeId AddRelu(Graph& graph, ValueId input, std::string name) {
   return node.ok() ? *node : kNoNode;
 }
 
+// A shape as a matrix: every axis but the last are rows, the last the
+// columns; a vector is one row, a scalar one element.
+TEST(TypesTest, AShapeAsAMatrixHasItsLastAxisForColumns) {
+  EXPECT_EQ(AsMatrix({8, 32, 32, 64}).rows, 8 * 32 * 32);
+  EXPECT_EQ(AsMatrix({8, 32, 32, 64}).columns, 64);
+  EXPECT_EQ(AsMatrix({1000}).rows, 1);
+  EXPECT_EQ(AsMatrix({1000}).columns, 1000);
+  EXPECT_EQ(AsMatrix({}).rows, 1);
+  EXPECT_EQ(AsMatrix({}).columns, 1);
+}
+
 TEST(GraphTest, TakenInputNamesGetNumericSuffixes) {
   Graph graph;
   ValueId first = graph.AddInput("x", F32({2}));

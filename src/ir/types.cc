@@ -76,6 +76,13 @@ std::optional<int64_t> NumElements(const Shape& shape) {
   return count;
 }
 
+MatrixExtent AsMatrix(const Shape& shape) {
+  MatrixExtent matrix;
+  matrix.columns = shape.empty() ? 1 : shape.back();
+  for (size_t d = 0; d + 1 < shape.size(); ++d) matrix.rows *= shape[d];
+  return matrix;
+}
+
 std::string ShapeToString(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
 std::optional<int64_t> TensorType::Bytes() const {

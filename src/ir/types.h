@@ -32,6 +32,16 @@ std::optional<int64_t> NumElements(const Shape& shape);
 
 std::string ShapeToString(const Shape& shape);  // "[1,224,224,3]"
 
+// A tensor [..., n] seen as a matrix: `rows` is the product of every axis but
+// the last, `columns` the last (1 for a scalar). Batch norm's channels and a
+// linear layer's features are the columns of an NHWC or [..., features]
+// tensor. For a shape inference has accepted (no overflow).
+struct MatrixExtent {
+  int64_t rows = 1;
+  int64_t columns = 1;
+};
+MatrixExtent AsMatrix(const Shape& shape);
+
 struct TensorType {
   DType dtype = DType::kF32;
   Shape shape;

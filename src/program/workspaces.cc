@@ -6,22 +6,6 @@
 #include "program/workspace_sizes.h"
 
 namespace spillway::program {
-namespace {
-
-// [rows, channels] of a tensor whose last axis is its channels.
-struct Rows {
-  int64_t rows = 1;
-  int64_t channels = 1;
-};
-
-Rows AsRows(const ir::Shape& shape) {
-  Rows rows;
-  rows.channels = shape.empty() ? 1 : shape.back();
-  for (size_t d = 0; d + 1 < shape.size(); ++d) rows.rows *= shape[d];
-  return rows;
-}
-
-}  // namespace
 
 int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {
   if (limit <= 0) return 0;
@@ -38,8 +22,8 @@ int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int
     case ir::OpKind::kBatchNorm:
     case ir::OpKind::kBatchNormBackward: {
       const ir::ValueId x = node.op == ir::OpKind::kBatchNorm ? node.inputs[0] : node.inputs[1];
-      const Rows rows = AsRows(type(x).shape);
-      return BatchNormScratchBytes(rows.rows, rows.channels);
+      const ir::MatrixExtent rows = ir::AsMatrix(type(x).shape);  // channels last
+      return BatchNormScratchBytes(rows.rows, rows.columns);
     }
     case ir::OpKind::kCrossEntropyLoss:
     case ir::OpKind::kCrossEntropyLossBackward: {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -60,6 +61,24 @@ int64_t SliceOfBatch(const Nhwc& x, const Nhwc& y) {
 }
 
 int Int(int64_t value) { return static_cast<int>(value); }
+
+// The first algorithm of cuDNN's ranking that ran the heuristics' checks,
+// fits the workspace limit and, unless allowed otherwise, is deterministic;
+// -1 if none. Its workspace goes to `workspace`. One template for the three
+// directions' result types, which have the same fields.
+template <typename Perf, size_t kCount>
+int FirstAcceptable(const std::array<Perf, kCount>& ranked, int returned,
+                    const ConvolutionSettings& settings, size_t* workspace) {
+  for (const Perf& perf : std::span(ranked).first(static_cast<size_t>(returned))) {
+    if (perf.status == CUDNN_STATUS_SUCCESS &&
+        (!settings.deterministic || perf.determinism == CUDNN_DETERMINISTIC) &&
+        static_cast<int64_t>(perf.memory) <= settings.workspace_limit) {
+      *workspace = perf.memory;
+      return static_cast<int>(perf.algo);
+    }
+  }
+  return -1;
+}
 
 }  // namespace
 
@@ -170,13 +189,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                              settings.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
                  "setting the math type"));
 
-  // cuDNN's heuristic ranking, best first; the first that fits the
-  // workspace limit and, unless allowed otherwise, is deterministic.
-  const auto acceptable = [&](const auto& perf) {
-    return perf.status == CUDNN_STATUS_SUCCESS &&
-           (!settings.deterministic || perf.determinism == CUDNN_DETERMINISTIC) &&
-           static_cast<int64_t>(perf.memory) <= settings.workspace_limit;
-  };
+  // cuDNN's heuristic ranking, best first, for the direction.
   int chosen = -1;
   size_t workspace = 0;
   int returned = 0;
@@ -187,13 +200,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                      handle, raw_x, raw_filter, raw_convolution, raw_y,
                                      static_cast<int>(ranked.size()), &returned, ranked.data()),
                                  "ranking forward algorithms"));
-      for (int i = 0; i < returned && chosen < 0; ++i) {
-        const auto& perf = ranked[static_cast<size_t>(i)];
-        if (acceptable(perf)) {
-          chosen = static_cast<int>(perf.algo);
-          workspace = perf.memory;
-        }
-      }
+      chosen = FirstAcceptable(ranked, returned, settings, &workspace);
       break;
     }
     case Direction::kBackwardData: {
@@ -202,13 +209,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                      handle, raw_filter, raw_y, raw_convolution, raw_x,
                                      static_cast<int>(ranked.size()), &returned, ranked.data()),
                                  "ranking backward-data algorithms"));
-      for (int i = 0; i < returned && chosen < 0; ++i) {
-        const auto& perf = ranked[static_cast<size_t>(i)];
-        if (acceptable(perf)) {
-          chosen = static_cast<int>(perf.algo);
-          workspace = perf.memory;
-        }
-      }
+      chosen = FirstAcceptable(ranked, returned, settings, &workspace);
       break;
     }
     case Direction::kBackwardFilter: {
@@ -218,13 +219,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                      handle, raw_x, raw_y, raw_convolution, raw_filter,
                                      static_cast<int>(ranked.size()), &returned, ranked.data()),
                                  "ranking backward-filter algorithms"));
-      for (int i = 0; i < returned && chosen < 0; ++i) {
-        const auto& perf = ranked[static_cast<size_t>(i)];
-        if (acceptable(perf)) {
-          chosen = static_cast<int>(perf.algo);
-          workspace = perf.memory;
-        }
-      }
+      chosen = FirstAcceptable(ranked, returned, settings, &workspace);
       break;
     }
   }

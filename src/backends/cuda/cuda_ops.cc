@@ -55,19 +55,6 @@ std::string SupportedNames() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// x as [rows, channels], channels the last axis.
-struct Matrix {
-  int64_t rows = 1;
-  int64_t columns = 1;
-};
-
-Matrix AsMatrix(const ir::Shape& shape) {
-  Matrix matrix;
-  matrix.columns = shape.empty() ? 1 : shape.back();
-  for (size_t d = 0; d + 1 < shape.size(); ++d) matrix.rows *= shape[d];
-  return matrix;
-}
-
 PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
   const ir::IntList kernel = attrs.Ints("kernel");
   const ir::IntList strides = *attrs.GetInts("strides", kernel);
@@ -283,7 +270,7 @@ absl::StatusOr<int64_t> CudaOps::ScratchNeeded(const KernelCall& call) {
     case ir::OpKind::kBatchNorm:
     case ir::OpKind::kBatchNormBackward: {
       const size_t x = call.node.op == ir::OpKind::kBatchNorm ? 0 : 1;
-      const Matrix m = AsMatrix(call.inputs[x].type->shape);
+      const ir::MatrixExtent m = ir::AsMatrix(call.inputs[x].type->shape);
       return static_cast<int64_t>(BatchNormScratchBytes(m.rows, m.columns));
     }
     case ir::OpKind::kCrossEntropyLoss:
@@ -445,7 +432,7 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       if (node.op == ir::OpKind::kLinear) return RunLinear(cublas_, call);
       return RunLinearBackwardWeight(cublas_, call);
     case ir::OpKind::kBatchNorm: {
-      const Matrix m = AsMatrix(call.inputs[0].type->shape);
+      const ir::MatrixExtent m = ir::AsMatrix(call.inputs[0].type->shape);
       const float epsilon = static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5));
       if (const std::optional<SavedStatistics> saved = SavedStatisticsOf(call)) {
         if (y.data == nullptr) return absl::OkStatus();  // a recomputation, from the statistics
@@ -470,7 +457,7 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
           Out(call, 1), Out(call, 2), Out(call, 3), Out(call, 4), scratch, stream));
     }
     case ir::OpKind::kBatchNormBackward: {
-      const Matrix m = AsMatrix(call.inputs[1].type->shape);
+      const ir::MatrixExtent m = ir::AsMatrix(call.inputs[1].type->shape);
       return Launched(
           LaunchBatchNormBackward(In(call, 0), In(call, 1), In(call, 2), In(call, 3), In(call, 4),
                                   m.rows, m.columns, *node.attrs.GetBool("training", true),

@@ -12,19 +12,6 @@
 namespace spillway::backends::cuda {
 namespace {
 
-// [rows, width] of a tensor [..., width].
-struct Rows {
-  int64_t count = 1;
-  int64_t width = 0;
-};
-
-Rows AsRows(const ir::Shape& shape) {
-  Rows rows;
-  for (size_t d = 0; d + 1 < shape.size(); ++d) rows.count *= shape[d];
-  rows.width = shape.empty() ? 1 : shape.back();
-  return rows;
-}
-
 absl::StatusOr<int> Int(int64_t value, std::string_view what) {
   if (value < 0 || value > INT_MAX) {
     return absl::UnimplementedError(fmt::format("{} {} is more than cuBLAS takes", what, value));
@@ -111,9 +98,9 @@ absl::Status RunLinear(const Cublas& blas, const KernelCall& call) {
   const TensorRef& x = call.inputs[0];
   const TensorRef& w = call.inputs[1];
   const TensorRef& y = call.outputs[0];
-  const Rows x_rows = AsRows(x.type->shape);
-  ASSIGN_OR_RETURN(const int rows, Int(x_rows.count, "rows"));
-  ASSIGN_OR_RETURN(const int in, Int(x_rows.width, "in features"));
+  const ir::MatrixExtent x_rows = ir::AsMatrix(x.type->shape);
+  ASSIGN_OR_RETURN(const int rows, Int(x_rows.rows, "rows"));
+  ASSIGN_OR_RETURN(const int in, Int(x_rows.columns, "in features"));
   ASSIGN_OR_RETURN(const int out, Int(w.type->shape[0], "out features"));
   const float one = 1.0f;
   const float zero = 0.0f;
@@ -138,11 +125,11 @@ absl::Status RunLinearBackwardWeight(const Cublas& blas, const KernelCall& call)
   const TensorRef& dy = call.inputs[0];
   const TensorRef& x = call.inputs[1];
   const TensorRef& dw = call.outputs[0];
-  const Rows dy_rows = AsRows(dy.type->shape);
-  const Rows x_rows = AsRows(x.type->shape);
-  ASSIGN_OR_RETURN(const int rows, Int(x_rows.count, "rows"));
-  ASSIGN_OR_RETURN(const int in, Int(x_rows.width, "in features"));
-  ASSIGN_OR_RETURN(const int out, Int(dy_rows.width, "out features"));
+  const ir::MatrixExtent dy_rows = ir::AsMatrix(dy.type->shape);
+  const ir::MatrixExtent x_rows = ir::AsMatrix(x.type->shape);
+  ASSIGN_OR_RETURN(const int rows, Int(x_rows.rows, "rows"));
+  ASSIGN_OR_RETURN(const int in, Int(x_rows.columns, "in features"));
+  ASSIGN_OR_RETURN(const int out, Int(dy_rows.columns, "out features"));
   const float one = 1.0f;
   const float zero = 0.0f;
   return CheckCublas(blas.library->sgemm(blas.handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &one,
