@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autodiff/training_graph.h"
+#include "backends/cuda/cublas_library.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/testing/op_test.h"
 #include "ir/op_kind.h"
@@ -98,6 +99,23 @@ TEST(CudaBackend, RunsEveryNodeOfTheResNetsTrainingGraphs) {
                                   << "): " << supported;
     }
   }
+}
+
+// cuBLAS is opened, not linked (cublas_library.h): every function the
+// backend calls resolves in the library found at run time. Needs the library,
+// not a device.
+TEST(CudaBackend, OpensCublasAndFindsEveryFunctionItCalls) {
+  absl::StatusOr<const CublasLibrary*> library = LoadCublas();
+  if (!library.ok()) GTEST_SKIP() << StatusMessage(library.status());
+  const CublasLibrary& cublas = **library;
+  EXPECT_NE(cublas.create, nullptr);
+  EXPECT_NE(cublas.destroy, nullptr);
+  EXPECT_NE(cublas.set_stream, nullptr);
+  EXPECT_NE(cublas.get_stream, nullptr);
+  EXPECT_NE(cublas.sgemm, nullptr);
+  EXPECT_NE(cublas.sgemm_strided_batched, nullptr);
+  ASSERT_NE(cublas.status_string, nullptr);
+  EXPECT_THAT(cublas.status_string(CUBLAS_STATUS_NOT_INITIALIZED), HasSubstr("not initialized"));
 }
 
 TEST(CudaBackend, WithoutADeviceCreatingItSaysWhy) {
