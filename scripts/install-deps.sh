@@ -5,6 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  # Caches compiles across configurations: the gpu-bundle stage recompiles
+  # the release stage's sources with the same flags (docs/testing.md).
+  ccache
   libabsl-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev coinor-libcbc-dev zlib1g-dev libpng-dev libjpeg-dev
