@@ -8,11 +8,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SPILLWAY_HOST_DEVICE __host__ __device__
-#else
-#define SPILLWAY_HOST_DEVICE
-#endif
+#include "backends/host_device.h"
 
 namespace spillway::backends {
 

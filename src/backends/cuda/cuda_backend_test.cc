@@ -15,6 +15,8 @@
 
 #include "autodiff/training_graph.h"
 #include "backends/cuda/cublas_library.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/element_math.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/testing/op_test.h"
 #include "ir/op_kind.h"
@@ -170,6 +172,95 @@ TEST(CudaBackend, RunsASpillingStepBitwiseLikeTheReferenceBackend) {
   absl::StatusOr<std::map<std::string, std::vector<std::byte>>> outputs = RunOnce(graph, **gpu);
   ASSERT_TRUE(outputs.ok()) << StatusMessage(outputs.status());
   EXPECT_EQ(*outputs, *expected);
+}
+
+// The CUDA kernels' per-element arithmetic (element_math.h), run on the
+// host: a backend that computes max pooling, its gradient and reduce_sum one
+// element at a time with the functions the kernels call, with the geometry
+// the CUDA backend makes from the call, and leaves every other op to the
+// reference kernels. Needs no device.
+class ElementMathBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cuda-element-math-on-the-host"; }
+  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
+    return reference_.AllocateDevice(bytes);
+  }
+  void FreeDevice(void* memory) override { reference_.FreeDevice(memory); }
+  absl::StatusOr<void*> AllocateHost(int64_t bytes) override {
+    return reference_.AllocateHost(bytes);
+  }
+  void FreeHost(void* memory) override { reference_.FreeHost(memory); }
+  absl::Status Copy(program::Stream stream, void* destination, const void* source,
+                    int64_t bytes) override {
+    return reference_.Copy(stream, destination, source, bytes);
+  }
+  absl::Status Upload(void* destination, const void* source, int64_t bytes) override {
+    return reference_.Upload(destination, source, bytes);
+  }
+  absl::Status Download(void* destination, const void* source, int64_t bytes) override {
+    return reference_.Download(destination, source, bytes);
+  }
+
+  absl::Status RunKernel(program::Stream stream, const KernelCall& call) override {
+    const TensorRef& y = call.outputs[0];
+    switch (call.node.op) {
+      case ir::OpKind::kMaxPool: {
+        ++element_math_calls_;
+        const PoolGeometry g =
+            MakePoolGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = MaxPoolAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kMaxPoolBackward: {
+        ++element_math_calls_;
+        const PoolGeometry g =
+            MakePoolGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = MaxPoolGradientAt(call.inputs[0].as<const float>(),
+                                               call.inputs[1].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kReduceSum: {
+        if (y.type->dtype != ir::DType::kF32) break;  // the CUDA kernel sums f32 only
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const ReduceGeometry g, MakeReduceGeometry(call));
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ReduceSumAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      default:
+        break;
+    }
+    return reference_.RunKernel(stream, call);
+  }
+
+  int element_math_calls() const { return element_math_calls_; }
+
+ private:
+  reference::ReferenceBackend reference_;
+  int element_math_calls_ = 0;
+};
+
+// Every harness case of max pooling (whose gradient is max_pool_backward) and
+// of reduce_sum: the element arithmetic gives the reference kernels' bits,
+// since it adds in their order. The cases include overlapping windows,
+// padding and ties.
+TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
+  int cases = 0;
+  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
+    if (test_case.op != ir::OpKind::kMaxPool && test_case.op != ir::OpKind::kReduceSum) continue;
+    test_case.float_tolerance = 0;  // bit for bit
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 4);
 }
 
 // Every harness case whose ops (its own and its gradient's) all have CUDA

@@ -1,6 +1,7 @@
 // The element-wise kernels: activations, binary ops, add_n, fill, bias,
 // reduce_sum and the SGD update.
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
 #include "backends/dropout_mask.h"
 
@@ -50,27 +51,8 @@ __global__ void AddBias(float* y, const float* bias, int64_t n, int64_t channels
 }
 
 __global__ void ReduceSum(const float* x, float* y, ReduceGeometry g, int64_t y_elements) {
-  int64_t reduced_count = 1;
-  for (int d = 0; d < g.reduced_rank; ++d) reduced_count *= g.reduced_extent[d];
   for (int64_t out = GridStart(); out < y_elements; out += GridStride()) {
-    // x's offset of this output's first element: its kept index, unravelled.
-    int64_t base = 0;
-    int64_t rest = out;
-    for (int d = g.kept_rank - 1; d >= 0; --d) {
-      base += (rest % g.kept_extent[d]) * g.kept_stride[d];
-      rest /= g.kept_extent[d];
-    }
-    double sum = 0;
-    for (int64_t j = 0; j < reduced_count; ++j) {
-      int64_t offset = base;
-      int64_t index = j;
-      for (int d = g.reduced_rank - 1; d >= 0; --d) {
-        offset += (index % g.reduced_extent[d]) * g.reduced_stride[d];
-        index /= g.reduced_extent[d];
-      }
-      sum += x[offset];
-    }
-    y[out] = static_cast<float>(sum);
+    y[out] = ReduceSumAt(x, g, out);
   }
 }
 

@@ -55,26 +55,6 @@ std::string SupportedNames() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
-  const ir::IntList kernel = attrs.Ints("kernel");
-  const ir::IntList strides = *attrs.GetInts("strides", kernel);
-  const ir::IntList pads = *attrs.GetInts("pads", {0, 0, 0, 0});
-  PoolGeometry g;
-  g.n = x[0];
-  g.h = x[1];
-  g.w = x[2];
-  g.c = x[3];
-  g.out_h = y[1];
-  g.out_w = y[2];
-  g.kernel_h = kernel[0];
-  g.kernel_w = kernel[1];
-  g.stride_h = strides[0];
-  g.stride_w = strides[1];
-  g.pad_top = pads[0];
-  g.pad_left = pads[1];
-  return g;
-}
-
 CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
                               const TensorRef& labels) {
   CrossEntropy settings;
@@ -119,6 +99,49 @@ float* Out(const KernelCall& call, size_t index) {
   return index < call.outputs.size() ? call.outputs[index].as<float>() : nullptr;
 }
 
+// A fill value as the bits of the output's element type.
+absl::StatusOr<uint64_t> FillBits(ir::DType dtype, double value) {
+  switch (dtype) {
+    case ir::DType::kF32: {
+      const float f = static_cast<float>(value);
+      uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof(f));
+      return bits;
+    }
+    case ir::DType::kI32:
+      return static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(value)));
+    case ir::DType::kI64:
+      return static_cast<uint64_t>(static_cast<int64_t>(value));
+    case ir::DType::kBool:
+      return uint64_t{value != 0.0 ? 1u : 0u};
+    default:
+      return absl::UnimplementedError(fmt::format(
+          "fill of {} (the CUDA kernel fills f32, i32, i64, bool)", ir::DTypeName(dtype)));
+  }
+}
+
+}  // namespace
+
+PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
+  const ir::IntList kernel = attrs.Ints("kernel");
+  const ir::IntList strides = *attrs.GetInts("strides", kernel);
+  const ir::IntList pads = *attrs.GetInts("pads", {0, 0, 0, 0});
+  PoolGeometry g;
+  g.n = x[0];
+  g.h = x[1];
+  g.w = x[2];
+  g.c = x[3];
+  g.out_h = y[1];
+  g.out_w = y[2];
+  g.kernel_h = kernel[0];
+  g.kernel_w = kernel[1];
+  g.stride_h = strides[0];
+  g.stride_w = strides[1];
+  g.pad_top = pads[0];
+  g.pad_left = pads[1];
+  return g;
+}
+
 absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call) {
   const ir::Shape& shape = call.inputs[0].type->shape;
   const int rank = static_cast<int>(shape.size());
@@ -149,29 +172,6 @@ absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call) {
   }
   return g;
 }
-
-// A fill value as the bits of the output's element type.
-absl::StatusOr<uint64_t> FillBits(ir::DType dtype, double value) {
-  switch (dtype) {
-    case ir::DType::kF32: {
-      const float f = static_cast<float>(value);
-      uint32_t bits = 0;
-      std::memcpy(&bits, &f, sizeof(f));
-      return bits;
-    }
-    case ir::DType::kI32:
-      return static_cast<uint64_t>(static_cast<uint32_t>(static_cast<int32_t>(value)));
-    case ir::DType::kI64:
-      return static_cast<uint64_t>(static_cast<int64_t>(value));
-    case ir::DType::kBool:
-      return uint64_t{value != 0.0 ? 1u : 0u};
-    default:
-      return absl::UnimplementedError(fmt::format(
-          "fill of {} (the CUDA kernel fills f32, i32, i64, bool)", ir::DTypeName(dtype)));
-  }
-}
-
-}  // namespace
 
 bool CudaHasKernel(ir::OpKind op) {
   return std::find(std::begin(kSupported), std::end(kSupported), op) != std::end(kSupported);

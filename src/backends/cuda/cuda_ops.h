@@ -14,10 +14,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "backends/cuda/convolution.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/matmul.h"
 #include "backends/kernel.h"
 
 namespace spillway::backends::cuda {
+
+// The geometry the pooling and reduction kernels take, from a call's
+// attributes and shapes; the op tests also run the kernels' element
+// arithmetic (element_math.h) with them on the host.
+PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y);
+absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call);
 
 class CudaOps {
  public:
