@@ -1,17 +1,21 @@
-// What one thread of a CUDA kernel computes for one element, where the index
-// arithmetic is the risk: the windows of a max pool and its gradient, and the
-// unravelling of a reduction. The kernels (pooling.cu, cuda_kernels.cu) call
-// these on the device; cuda_test calls them on the host for every element and
-// compares with the reference kernels, so the arithmetic is tested on a
-// machine without a GPU.
+// What one thread of a CUDA kernel computes, where the index arithmetic is
+// the risk: the windows of a max pool and its gradient, the unravelling of a
+// reduction, batch norm's chunked per-channel sums and its element-wise
+// passes. The kernels (pooling.cu, cuda_kernels.cu, normalization.cu) call
+// these on the device; cuda_test calls them on the host, in the kernels'
+// order, and compares with the reference kernels, so the arithmetic is tested
+// on a machine without a GPU. (What the host cannot test: the launch, shared
+// memory, and the device's contraction of a * b + c into one rounding.)
 //
 // Plain C++17 (the kernels' dialect).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/host_device.h"
+#include "program/workspace_sizes.h"
 
 namespace spillway::backends::cuda {
 
@@ -113,6 +117,155 @@ SPILLWAY_HOST_DEVICE inline float ReduceSumAt(const float* x, const ReduceGeomet
     sum += x[offset];
   }
   return static_cast<float>(sum);
+}
+
+// ---- Batch norm ----
+//
+// x is [rows, channels]. A chunk's partial sums per channel are kBatchNormLanes
+// lanes' sums (lane l takes the chunk's rows l, l + lanes, ...), added in lane
+// order; the chunks' partials are added in chunk order.
+
+inline constexpr int kBatchNormLanes = 8;
+
+struct PairSum {
+  double first = 0;
+  double second = 0;
+};
+
+// The rows [begin, end) of a chunk.
+SPILLWAY_HOST_DEVICE inline int64_t ChunkBegin(const program::BatchNormChunking& chunking,
+                                               int64_t chunk) {
+  return chunk * chunking.rows_per_chunk;
+}
+SPILLWAY_HOST_DEVICE inline int64_t ChunkEnd(const program::BatchNormChunking& chunking,
+                                             int64_t chunk, int64_t rows) {
+  const int64_t end = (chunk + 1) * chunking.rows_per_chunk;
+  return end < rows ? end : rows;
+}
+
+// One lane's sums of x and x^2 over its rows of a chunk, for one channel.
+SPILLWAY_HOST_DEVICE inline PairSum LaneMoments(const float* x, int64_t rows, int64_t channels,
+                                                const program::BatchNormChunking& chunking,
+                                                int64_t chunk, int lane, int64_t channel) {
+  PairSum sums;
+  const int64_t end = ChunkEnd(chunking, chunk, rows);
+  for (int64_t r = ChunkBegin(chunking, chunk) + lane; r < end; r += kBatchNormLanes) {
+    const double value = x[r * channels + channel];
+    sums.first += value;
+    sums.second += value * value;
+  }
+  return sums;
+}
+
+// One lane's sums of dy and dy * x_hat over its rows of a chunk.
+SPILLWAY_HOST_DEVICE inline PairSum LaneGradientSums(const float* dy, const float* x, float mean,
+                                                     float inv_std, int64_t rows, int64_t channels,
+                                                     const program::BatchNormChunking& chunking,
+                                                     int64_t chunk, int lane, int64_t channel) {
+  PairSum sums;
+  const int64_t end = ChunkEnd(chunking, chunk, rows);
+  for (int64_t r = ChunkBegin(chunking, chunk) + lane; r < end; r += kBatchNormLanes) {
+    const int64_t i = r * channels + channel;
+    const float x_hat = (x[i] - mean) * inv_std;
+    sums.first += dy[i];
+    sums.second += static_cast<double>(dy[i]) * x_hat;
+  }
+  return sums;
+}
+
+// A channel's totals: its partials ([chunks][channels][2]) in chunk order.
+SPILLWAY_HOST_DEVICE inline PairSum ChannelTotals(const double* partials, int64_t chunks,
+                                                  int64_t channels, int64_t channel) {
+  PairSum totals;
+  for (int64_t k = 0; k < chunks; ++k) {
+    totals.first += partials[(k * channels + channel) * 2];
+    totals.second += partials[(k * channels + channel) * 2 + 1];
+  }
+  return totals;
+}
+
+SPILLWAY_HOST_DEVICE inline float BatchNormInvStd(float variance, float epsilon) {
+  return 1.0f / sqrtf(variance + epsilon);
+}
+
+// The batch's mean, biased variance and inverse standard deviation from the
+// totals of x and x^2.
+struct BatchStatistics {
+  float mean = 0;
+  float variance = 0;
+  float inv_std = 0;
+};
+SPILLWAY_HOST_DEVICE inline BatchStatistics FinishBatchStatistics(const PairSum& totals,
+                                                                  int64_t rows, float epsilon) {
+  const double mean = totals.first / static_cast<double>(rows);
+  double variance = totals.second / static_cast<double>(rows) - mean * mean;
+  variance = variance < 0 ? 0 : variance;
+  BatchStatistics statistics;
+  statistics.mean = static_cast<float>(mean);
+  statistics.variance = static_cast<float>(variance);
+  statistics.inv_std = BatchNormInvStd(statistics.variance, epsilon);
+  return statistics;
+}
+
+// A running average: (1 - momentum) * running + momentum * batch.
+SPILLWAY_HOST_DEVICE inline float RunningAverage(float running, float batch, float momentum) {
+  return (1.0f - momentum) * running + momentum * batch;
+}
+
+// Channel c's statistics from the chunks' partial sums: the batch's mean and
+// inverse standard deviation to `mean` and `inv_std` (and to the saved
+// statistics where given), and the running statistics updated in place where
+// given (the variance unbiased, rows / (rows - 1), as PyTorch's).
+SPILLWAY_HOST_DEVICE inline void FinishChannelMoments(const double* partials, int64_t chunks,
+                                                      int64_t rows, int64_t channels, int64_t c,
+                                                      const BatchNormTraining& settings,
+                                                      float* mean, float* inv_std,
+                                                      float* saved_mean, float* saved_inv_std,
+                                                      float* running_mean, float* running_var) {
+  const BatchStatistics batch =
+      FinishBatchStatistics(ChannelTotals(partials, chunks, channels, c), rows, settings.epsilon);
+  mean[c] = batch.mean;
+  inv_std[c] = batch.inv_std;
+  if (saved_mean != nullptr) saved_mean[c] = batch.mean;
+  if (saved_inv_std != nullptr) saved_inv_std[c] = batch.inv_std;
+  const float bessel = static_cast<float>(rows) / static_cast<float>(rows - 1);
+  if (running_mean != nullptr) {
+    running_mean[c] = RunningAverage(running_mean[c], batch.mean, settings.momentum);
+  }
+  if (running_var != nullptr) {
+    running_var[c] = RunningAverage(running_var[c], batch.variance * bessel, settings.momentum);
+  }
+}
+
+// Channel c's gradient sums from the chunks' partial sums: sum(dy) and
+// sum(dy * x_hat) for the input gradient, and to dbeta and dgamma where given.
+SPILLWAY_HOST_DEVICE inline void FinishChannelGradientSums(const double* partials, int64_t chunks,
+                                                           int64_t channels, int64_t c,
+                                                           float* sum_dy, float* sum_dy_x_hat,
+                                                           float* dgamma, float* dbeta) {
+  const PairSum totals = ChannelTotals(partials, chunks, channels, c);
+  sum_dy[c] = static_cast<float>(totals.first);
+  sum_dy_x_hat[c] = static_cast<float>(totals.second);
+  if (dgamma != nullptr) dgamma[c] = static_cast<float>(totals.second);
+  if (dbeta != nullptr) dbeta[c] = static_cast<float>(totals.first);
+}
+
+// The one normalization expression (as the reference kernel's Normalize).
+SPILLWAY_HOST_DEVICE inline float BatchNormalize(float x, float mean, float inv_std, float gamma,
+                                                 float beta) {
+  return (x - mean) * inv_std * gamma + beta;
+}
+
+// dx of one element: gamma * inv_std * (dy - sum_dy / rows - x_hat *
+// sum_dy_x_hat / rows) in training, gamma * inv_std * dy in inference.
+SPILLWAY_HOST_DEVICE inline float BatchNormInputGradient(float dy, float x, float gamma, float mean,
+                                                         float inv_std, float sum_dy,
+                                                         float sum_dy_x_hat, float rows,
+                                                         bool training) {
+  const float scale = gamma * inv_std;
+  if (!training) return scale * dy;
+  const float x_hat = (x - mean) * inv_std;
+  return scale * (dy - sum_dy / rows - x_hat * sum_dy_x_hat / rows);
 }
 
 }  // namespace spillway::backends::cuda

@@ -2,6 +2,7 @@
 // finishing, then one element-wise pass (cuda_kernels.h says why each is
 // deterministic).
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
 #include "program/workspace_sizes.h"
 
@@ -11,7 +12,7 @@ namespace {
 // A block of the partial-sum kernels: 32 channels side by side (a warp reads
 // 128 contiguous bytes of a row) by kLanes rows.
 constexpr int kChannelsPerBlock = 32;
-constexpr int kLanes = 8;
+constexpr int kLanes = kBatchNormLanes;
 
 // The chunks of rows each partial sum covers, fixed by the row count alone
 // (program/workspace_sizes.h, which the planner reads too).
@@ -37,22 +38,13 @@ Scratch Carve(void* memory, int64_t channels, const Chunking& chunking) {
   return scratch;
 }
 
-// The one normalization expression (as the reference kernel's Normalize).
-__device__ inline float Normalize(float x, float mean, float inv_std, float gamma, float beta) {
-  return (x - mean) * inv_std * gamma + beta;
-}
-
-__device__ inline float InvStd(float variance, float epsilon) {
-  return 1.0f / sqrtf(variance + epsilon);
-}
-
-// Shared by the partial-sum kernels: adds the kLanes row lanes of a block's
-// column in lane order and writes the chunk's two partial sums.
-__device__ inline void StorePartials(double first, double second, int64_t channel, int64_t channels,
+// Shared by the partial-sum kernels: adds the lanes of a block's column in
+// lane order and writes the chunk's two partial sums.
+__device__ inline void StorePartials(const PairSum& lane_sums, int64_t channel, int64_t channels,
                                      double* partials) {
   __shared__ double lanes[kLanes][kChannelsPerBlock][2];
-  lanes[threadIdx.y][threadIdx.x][0] = first;
-  lanes[threadIdx.y][threadIdx.x][1] = second;
+  lanes[threadIdx.y][threadIdx.x][0] = lane_sums.first;
+  lanes[threadIdx.y][threadIdx.x][1] = lane_sums.second;
   __syncthreads();
   if (threadIdx.y != 0 || channel >= channels) return;
   double a = 0;
@@ -70,19 +62,10 @@ __device__ inline void StorePartials(double first, double second, int64_t channe
 __global__ void MomentPartials(const float* x, int64_t rows, int64_t channels, Chunking chunking,
                                double* partials) {
   const int64_t channel = blockIdx.y * static_cast<int64_t>(kChannelsPerBlock) + threadIdx.x;
-  const int64_t first_row = blockIdx.x * chunking.rows_per_chunk;
-  int64_t end_row = first_row + chunking.rows_per_chunk;
-  end_row = end_row < rows ? end_row : rows;
-  double sum = 0;
-  double squares = 0;
-  if (channel < channels) {
-    for (int64_t r = first_row + threadIdx.y; r < end_row; r += kLanes) {
-      const double value = x[r * channels + channel];
-      sum += value;
-      squares += value * value;
-    }
-  }
-  StorePartials(sum, squares, channel, channels, partials);
+  const PairSum sums = channel < channels ? LaneMoments(x, rows, channels, chunking, blockIdx.x,
+                                                        static_cast<int>(threadIdx.y), channel)
+                                          : PairSum{};
+  StorePartials(sums, channel, channels, partials);
 }
 
 // Partial sums of dy and dy * x_hat over the chunk's rows, per channel.
@@ -90,35 +73,11 @@ __global__ void GradientPartials(const float* dy, const float* x, const float* m
                                  const float* inv_std, int64_t rows, int64_t channels,
                                  Chunking chunking, double* partials) {
   const int64_t channel = blockIdx.y * static_cast<int64_t>(kChannelsPerBlock) + threadIdx.x;
-  const int64_t first_row = blockIdx.x * chunking.rows_per_chunk;
-  int64_t end_row = first_row + chunking.rows_per_chunk;
-  end_row = end_row < rows ? end_row : rows;
-  double sum_dy = 0;
-  double sum_dy_x_hat = 0;
-  if (channel < channels) {
-    const float m = mean[channel];
-    const float s = inv_std[channel];
-    for (int64_t r = first_row + threadIdx.y; r < end_row; r += kLanes) {
-      const int64_t i = r * channels + channel;
-      const float x_hat = (x[i] - m) * s;
-      sum_dy += dy[i];
-      sum_dy_x_hat += static_cast<double>(dy[i]) * x_hat;
-    }
-  }
-  StorePartials(sum_dy, sum_dy_x_hat, channel, channels, partials);
-}
-
-// The channel's two totals: its partial sums added in chunk order.
-__device__ inline void Totals(const double* partials, int64_t chunks, int64_t channels,
-                              int64_t channel, double* first, double* second) {
-  double a = 0;
-  double b = 0;
-  for (int64_t k = 0; k < chunks; ++k) {
-    a += partials[(k * channels + channel) * 2];
-    b += partials[(k * channels + channel) * 2 + 1];
-  }
-  *first = a;
-  *second = b;
+  const PairSum sums = channel < channels ? LaneGradientSums(dy, x, mean[channel], inv_std[channel],
+                                                             rows, channels, chunking, blockIdx.x,
+                                                             static_cast<int>(threadIdx.y), channel)
+                                          : PairSum{};
+  StorePartials(sums, channel, channels, partials);
 }
 
 __global__ void FinishMoments(const double* partials, int64_t chunks, int64_t rows,
@@ -126,34 +85,15 @@ __global__ void FinishMoments(const double* partials, int64_t chunks, int64_t ro
                               float* inv_std_out, float* saved_mean, float* saved_inv_std,
                               float* running_mean, float* running_var) {
   for (int64_t c = GridStart(); c < channels; c += GridStride()) {
-    double sum = 0;
-    double squares = 0;
-    Totals(partials, chunks, channels, c, &sum, &squares);
-    const double mean = sum / static_cast<double>(rows);
-    double variance = squares / static_cast<double>(rows) - mean * mean;
-    variance = variance < 0 ? 0 : variance;
-    const float mean_f = static_cast<float>(mean);
-    const float variance_f = static_cast<float>(variance);
-    const float inv_std = InvStd(variance_f, settings.epsilon);
-    mean_out[c] = mean_f;
-    inv_std_out[c] = inv_std;
-    if (saved_mean != nullptr) saved_mean[c] = mean_f;
-    if (saved_inv_std != nullptr) saved_inv_std[c] = inv_std;
-    const float bessel = static_cast<float>(rows) / static_cast<float>(rows - 1);
-    if (running_mean != nullptr) {
-      running_mean[c] = (1.0f - settings.momentum) * running_mean[c] + settings.momentum * mean_f;
-    }
-    if (running_var != nullptr) {
-      running_var[c] =
-          (1.0f - settings.momentum) * running_var[c] + settings.momentum * variance_f * bessel;
-    }
+    FinishChannelMoments(partials, chunks, rows, channels, c, settings, mean_out, inv_std_out,
+                         saved_mean, saved_inv_std, running_mean, running_var);
   }
 }
 
 __global__ void RunningInvStd(const float* running_var, int64_t channels, float epsilon,
                               float* inv_std) {
   for (int64_t c = GridStart(); c < channels; c += GridStride()) {
-    inv_std[c] = InvStd(running_var[c], epsilon);
+    inv_std[c] = BatchNormInvStd(running_var[c], epsilon);
   }
 }
 
@@ -162,7 +102,7 @@ __global__ void NormalizeRows(const float* x, const float* gamma, const float* b
                               float* y) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
     const int64_t c = i % channels;
-    y[i] = Normalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
+    y[i] = BatchNormalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
   }
 }
 
@@ -170,13 +110,8 @@ __global__ void FinishGradientSums(const double* partials, int64_t chunks, int64
                                    float* sum_dy_out, float* sum_dy_x_hat_out, float* dgamma,
                                    float* dbeta) {
   for (int64_t c = GridStart(); c < channels; c += GridStride()) {
-    double sum_dy = 0;
-    double sum_dy_x_hat = 0;
-    Totals(partials, chunks, channels, c, &sum_dy, &sum_dy_x_hat);
-    sum_dy_out[c] = static_cast<float>(sum_dy);
-    sum_dy_x_hat_out[c] = static_cast<float>(sum_dy_x_hat);
-    if (dgamma != nullptr) dgamma[c] = static_cast<float>(sum_dy_x_hat);
-    if (dbeta != nullptr) dbeta[c] = static_cast<float>(sum_dy);
+    FinishChannelGradientSums(partials, chunks, channels, c, sum_dy_out, sum_dy_x_hat_out, dgamma,
+                              dbeta);
   }
 }
 
@@ -186,13 +121,8 @@ __global__ void InputGradient(const float* dy, const float* x, const float* gamm
                               bool training, float* dx) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
     const int64_t c = i % channels;
-    const float scale = gamma[c] * inv_std[c];
-    if (training) {
-      const float x_hat = (x[i] - mean[c]) * inv_std[c];
-      dx[i] = scale * (dy[i] - sum_dy[c] / rows - x_hat * sum_dy_x_hat[c] / rows);
-    } else {
-      dx[i] = scale * dy[i];
-    }
+    dx[i] = BatchNormInputGradient(dy[i], x[i], gamma[c], mean[c], inv_std[c], sum_dy[c],
+                                   sum_dy_x_hat[c], rows, training);
   }
 }
 
