@@ -285,6 +285,39 @@ absl::Status BatchNormBackwardAsTheKernels(const KernelCall& call) {
   return absl::OkStatus();
 }
 
+// The cross-entropy and its gradient as the CUDA kernels compute them.
+absl::Status CrossEntropyAsTheKernels(const KernelCall& call) {
+  const bool backward = call.node.op == ir::OpKind::kCrossEntropyLossBackward;
+  const TensorRef& logits = call.inputs[backward ? 1 : 0];
+  const TensorRef& labels = call.inputs[backward ? 2 : 1];
+  const CrossEntropy settings = MakeCrossEntropy(call.node.attrs, logits, labels);
+  const float* x = logits.as<const float>();
+  float* out = call.outputs[0].as<float>();
+  if (out == nullptr) return absl::OkStatus();
+  if (!backward && !settings.mean) {
+    for (int64_t r = 0; r < settings.rows; ++r) {
+      const int64_t label = LabelAt(labels.data, settings.labels_i32, r);
+      out[r] = label == settings.ignore_index ? 0.0f : RowLoss(x, label, settings, r);
+    }
+    return absl::OkStatus();
+  }
+  const int64_t chunks = program::LossChunks(settings.rows);
+  std::vector<double> sums(static_cast<size_t>(chunks));
+  std::vector<int64_t> counts(static_cast<size_t>(chunks));
+  for (int64_t k = 0; k < chunks; ++k) {
+    LossChunkTotals(x, labels.data, settings, /*with_losses=*/!backward, k,
+                    &sums[static_cast<size_t>(k)], &counts[static_cast<size_t>(k)]);
+  }
+  const int64_t counted =
+      FinishLossTotals(sums.data(), counts.data(), chunks, backward ? nullptr : out);
+  if (backward) {
+    for (int64_t r = 0; r < settings.rows; ++r) {
+      LossGradientRow(call.inputs[0].as<const float>(), x, labels.data, settings, counted, r, out);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The CUDA kernels' per-element arithmetic (element_math.h), run on the
 // host: a backend that computes max pooling, its gradient and reduce_sum one
 // element at a time with the functions the kernels call, with the geometry
@@ -344,6 +377,10 @@ class ElementMathBackend final : public Backend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kCrossEntropyLoss:
+      case ir::OpKind::kCrossEntropyLossBackward:
+        ++element_math_calls_;
+        return CrossEntropyAsTheKernels(call);
       case ir::OpKind::kBatchNorm:
         ++element_math_calls_;
         return BatchNormAsTheKernels(call);
@@ -379,6 +416,30 @@ TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
     ++cases;
   }
   EXPECT_GE(cases, 4);
+}
+
+// The cross-entropy's cases (mean and none, ignored rows, i32 and i64
+// labels; the gradient is cross_entropy_loss_backward), and one of 10,000
+// rows, whose mean and count take 3,334 chunks of three rows.
+TEST(CudaElementMath, CrossEntropyMatchesTheReferenceOnTheHost) {
+  std::vector<testing::OpTestCase> losses;
+  for (const testing::OpTestCase& test_case : testing::AllOpTestCases()) {
+    if (test_case.op == ir::OpKind::kCrossEntropyLoss) losses.push_back(test_case);
+  }
+  testing::OpTestCase many_rows =
+      testing::Case("cross_entropy_loss/10000_rows", ir::OpKind::kCrossEntropyLoss,
+                    {ir::F32({10000, 5}), ir::I64({10000})}, {{"ignore_index", int64_t{2}}});
+  many_rows.int_limit = 5;  // a fifth of the rows are ignored
+  many_rows.check_gradient = false;
+  many_rows.float_tolerance = 1e-4;  // the reference sums 8,000 losses in float
+  losses.push_back(many_rows);
+  for (const testing::OpTestCase& test_case : losses) {
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
+  }
+  EXPECT_GE(losses.size(), 3u);
 }
 
 // Batch norm's cases (training and inference; the gradient is

@@ -55,23 +55,6 @@ std::string SupportedNames() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
-                              const TensorRef& labels) {
-  CrossEntropy settings;
-  settings.rows = labels.num_elements();
-  settings.classes = logits.type->shape.back();
-  settings.ignore_index = *attrs.GetInt("ignore_index", -100);
-  settings.mean = *attrs.GetString("reduction", "mean") == "mean";
-  settings.labels_i32 = labels.type->dtype == ir::DType::kI32;
-  return settings;
-}
-
-// The most workspace a convolution of `call` may use: the backend's limit,
-// and no more than the Program's workspace where the Program gives one.
-int64_t ConvolutionLimit(const KernelCall& call, int64_t backend_limit) {
-  return call.workspace != nullptr ? std::min(backend_limit, call.workspace_bytes) : backend_limit;
-}
-
 // The key under which alike convolutions share their cuDNN setup.
 std::string ConvolutionKey(const KernelCall& call, int64_t limit) {
   std::string key = fmt::format("{} limit={} ", ir::OpName(call.node.op), limit);
@@ -171,6 +154,23 @@ absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call) {
     }
   }
   return g;
+}
+
+CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
+                              const TensorRef& labels) {
+  CrossEntropy settings;
+  settings.rows = labels.num_elements();
+  settings.classes = logits.type->shape.back();
+  settings.ignore_index = *attrs.GetInt("ignore_index", -100);
+  settings.mean = *attrs.GetString("reduction", "mean") == "mean";
+  settings.labels_i32 = labels.type->dtype == ir::DType::kI32;
+  return settings;
+}
+
+// The most workspace a convolution of `call` may use: the backend's limit,
+// and no more than the Program's workspace where the Program gives one.
+int64_t ConvolutionLimit(const KernelCall& call, int64_t backend_limit) {
+  return call.workspace != nullptr ? std::min(backend_limit, call.workspace_bytes) : backend_limit;
 }
 
 bool CudaHasKernel(ir::OpKind op) {

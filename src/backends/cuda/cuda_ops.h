@@ -25,6 +25,8 @@ namespace spillway::backends::cuda {
 // arithmetic (element_math.h) with them on the host.
 PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y);
 absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call);
+CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
+                              const TensorRef& labels);
 
 class CudaOps {
  public:

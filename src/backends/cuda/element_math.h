@@ -1,7 +1,8 @@
 // What one thread of a CUDA kernel computes, where the index arithmetic is
 // the risk: the windows of a max pool and its gradient, the unravelling of a
 // reduction, batch norm's chunked per-channel sums and its element-wise
-// passes. The kernels (pooling.cu, cuda_kernels.cu, normalization.cu) call
+// passes, the cross-entropy's rows and chunks. The kernels (pooling.cu,
+// cuda_kernels.cu, normalization.cu, loss.cu) call
 // these on the device; cuda_test calls them on the host, in the kernels'
 // order, and compares with the reference kernels, so the arithmetic is tested
 // on a machine without a GPU. (What the host cannot test: the launch, shared
@@ -266,6 +267,87 @@ SPILLWAY_HOST_DEVICE inline float BatchNormInputGradient(float dy, float x, floa
   if (!training) return scale * dy;
   const float x_hat = (x - mean) * inv_std;
   return scale * (dy - sum_dy / rows - x_hat * sum_dy_x_hat / rows);
+}
+
+// ---- Cross-entropy ----
+
+SPILLWAY_HOST_DEVICE inline int64_t LabelAt(const void* labels, bool labels_i32, int64_t row) {
+  return labels_i32 ? static_cast<const int32_t*>(labels)[row]
+                    : static_cast<const int64_t*>(labels)[row];
+}
+
+// log(sum(exp(row))), computed around the row's maximum, the sum in double.
+SPILLWAY_HOST_DEVICE inline float LogSumExp(const float* row, int64_t classes) {
+  float largest = row[0];
+  for (int64_t c = 1; c < classes; ++c) largest = row[c] > largest ? row[c] : largest;
+  double sum = 0;
+  for (int64_t c = 0; c < classes; ++c) sum += expf(row[c] - largest);
+  return largest + static_cast<float>(log(sum));
+}
+
+// A counted row's loss; NaN for a label outside [0, classes).
+SPILLWAY_HOST_DEVICE inline float RowLoss(const float* logits, int64_t label, const CrossEntropy& s,
+                                          int64_t r) {
+  if (label < 0 || label >= s.classes) return NAN;
+  const float* row = logits + r * s.classes;
+  return LogSumExp(row, s.classes) - row[label];
+}
+
+// Chunk k's sum of its counted rows' losses (with `with_losses`) and their
+// count, its rows in order (program/workspace_sizes.h's chunks).
+SPILLWAY_HOST_DEVICE inline void LossChunkTotals(const float* logits, const void* labels,
+                                                 const CrossEntropy& s, bool with_losses, int64_t k,
+                                                 double* sum, int64_t* count) {
+  const int64_t chunk_rows = program::LossChunkRows(s.rows);
+  const int64_t end = (k + 1) * chunk_rows < s.rows ? (k + 1) * chunk_rows : s.rows;
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t r = k * chunk_rows; r < end; ++r) {
+    const int64_t label = LabelAt(labels, s.labels_i32, r);
+    if (label == s.ignore_index) continue;
+    if (with_losses) total += RowLoss(logits, label, s, r);
+    ++counted;
+  }
+  *sum = total;
+  *count = counted;
+}
+
+// The chunks' totals added in chunk order: the count of rows that count,
+// and (where `loss` is given) their mean loss, 0 if none counts.
+SPILLWAY_HOST_DEVICE inline int64_t FinishLossTotals(const double* sums, const int64_t* counts,
+                                                     int64_t chunks, float* loss) {
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    sum += sums[k];
+    count += counts[k];
+  }
+  if (loss != nullptr) {
+    loss[0] = count > 0 ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
+  }
+  return count;
+}
+
+// Row r's gradient, every class: scale * (softmax - onehot(label)), scale
+// dloss[0] / counted ("mean") or dloss[r] ("none"); 0 for an ignored row,
+// NaN for a label out of range.
+SPILLWAY_HOST_DEVICE inline void LossGradientRow(const float* dloss, const float* logits,
+                                                 const void* labels, const CrossEntropy& s,
+                                                 int64_t counted, int64_t r, float* dlogits) {
+  const int64_t label = LabelAt(labels, s.labels_i32, r);
+  const float* row = logits + r * s.classes;
+  float* grad = dlogits + r * s.classes;
+  if (label == s.ignore_index) {
+    for (int64_t c = 0; c < s.classes; ++c) grad[c] = 0.0f;
+    return;
+  }
+  const bool valid = label >= 0 && label < s.classes;
+  const float scale = s.mean ? dloss[0] / static_cast<float>(counted) : dloss[r];
+  const float log_sum = LogSumExp(row, s.classes);
+  for (int64_t c = 0; c < s.classes; ++c) {
+    const float probability = expf(row[c] - log_sum);
+    grad[c] = valid ? scale * (c == label ? probability - 1.0f : probability) : NAN;
+  }
 }
 
 }  // namespace spillway::backends::cuda

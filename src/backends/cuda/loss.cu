@@ -7,33 +7,12 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
 #include "program/workspace_sizes.h"
 
 namespace spillway::backends::cuda {
 namespace {
-
-__device__ inline int64_t LabelAt(const void* labels, bool labels_i32, int64_t row) {
-  return labels_i32 ? static_cast<const int32_t*>(labels)[row]
-                    : static_cast<const int64_t*>(labels)[row];
-}
-
-// log(sum(exp(row))), computed around the row's maximum, the sum in double.
-__device__ inline float LogSumExp(const float* row, int64_t classes) {
-  float largest = row[0];
-  for (int64_t c = 1; c < classes; ++c) largest = row[c] > largest ? row[c] : largest;
-  double sum = 0;
-  for (int64_t c = 0; c < classes; ++c) sum += expf(row[c] - largest);
-  return largest + static_cast<float>(log(sum));
-}
-
-// A row's loss; NaN for a label outside [0, classes).
-__device__ inline float RowLoss(const float* logits, int64_t label, const CrossEntropy& s,
-                                int64_t r) {
-  if (label < 0 || label >= s.classes) return NAN;
-  const float* row = logits + r * s.classes;
-  return LogSumExp(row, s.classes) - row[label];
-}
 
 // The scratch: per chunk a double sum and an int64 count, then the total count.
 struct Scratch {
@@ -61,20 +40,9 @@ __global__ void RowLosses(const float* logits, const void* labels, CrossEntropy 
 // Per chunk: the sum of its counted rows' losses (with `with_losses`) and
 // their count.
 __global__ void ChunkTotals(const float* logits, const void* labels, CrossEntropy s,
-                            bool with_losses, int64_t chunk_rows, int64_t chunks, double* sums,
-                            int64_t* counts) {
+                            bool with_losses, int64_t chunks, double* sums, int64_t* counts) {
   for (int64_t k = GridStart(); k < chunks; k += GridStride()) {
-    const int64_t end = (k + 1) * chunk_rows < s.rows ? (k + 1) * chunk_rows : s.rows;
-    double sum = 0;
-    int64_t count = 0;
-    for (int64_t r = k * chunk_rows; r < end; ++r) {
-      const int64_t label = LabelAt(labels, s.labels_i32, r);
-      if (label == s.ignore_index) continue;
-      if (with_losses) sum += RowLoss(logits, label, s, r);
-      ++count;
-    }
-    sums[k] = sum;
-    counts[k] = count;
+    LossChunkTotals(logits, labels, s, with_losses, k, &sums[k], &counts[k]);
   }
 }
 
@@ -83,35 +51,13 @@ __global__ void ChunkTotals(const float* logits, const void* labels, CrossEntrop
 __global__ void FinishTotals(const double* sums, const int64_t* counts, int64_t chunks, float* loss,
                              int64_t* total_count) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  double sum = 0;
-  int64_t count = 0;
-  for (int64_t k = 0; k < chunks; ++k) {
-    sum += sums[k];
-    count += counts[k];
-  }
-  *total_count = count;
-  if (loss != nullptr) {
-    loss[0] = count > 0 ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
-  }
+  *total_count = FinishLossTotals(sums, counts, chunks, loss);
 }
 
 __global__ void LossGradient(const float* dloss, const float* logits, const void* labels,
                              CrossEntropy s, const int64_t* counted, float* dlogits) {
   for (int64_t r = GridStart(); r < s.rows; r += GridStride()) {
-    const int64_t label = LabelAt(labels, s.labels_i32, r);
-    const float* row = logits + r * s.classes;
-    float* grad = dlogits + r * s.classes;
-    if (label == s.ignore_index) {
-      for (int64_t c = 0; c < s.classes; ++c) grad[c] = 0.0f;
-      continue;
-    }
-    const bool valid = label >= 0 && label < s.classes;
-    const float scale = s.mean ? dloss[0] / static_cast<float>(*counted) : dloss[r];
-    const float log_sum = LogSumExp(row, s.classes);
-    for (int64_t c = 0; c < s.classes; ++c) {
-      const float probability = expf(row[c] - log_sum);
-      grad[c] = valid ? scale * (c == label ? probability - 1.0f : probability) : NAN;
-    }
+    LossGradientRow(dloss, logits, labels, s, s.mean ? *counted : 0, r, dlogits);
   }
 }
 
@@ -136,9 +82,8 @@ cudaError_t LaunchCrossEntropyLoss(const float* logits, const void* labels,
   const int64_t chunks = program::LossChunks(settings.rows);
   const Scratch scratch = Carve(scratch_memory, chunks);
   ChunkTotals<<<Blocks(chunks), kThreads, 0, stream>>>(logits, labels, settings,
-                                                       /*with_losses=*/true,
-                                                       program::LossChunkRows(settings.rows),
-                                                       chunks, scratch.sums, scratch.counts);
+                                                       /*with_losses=*/true, chunks, scratch.sums,
+                                                       scratch.counts);
   FinishTotals<<<1, 1, 0, stream>>>(scratch.sums, scratch.counts, chunks, loss,
                                     scratch.total_count);
   return cudaGetLastError();
@@ -154,9 +99,8 @@ cudaError_t LaunchCrossEntropyLossBackward(const float* dloss, const float* logi
   const Scratch scratch = Carve(scratch_memory, chunks);
   if (settings.mean) {
     ChunkTotals<<<Blocks(chunks), kThreads, 0, stream>>>(logits, labels, settings,
-                                                         /*with_losses=*/false,
-                                                         program::LossChunkRows(settings.rows),
-                                                         chunks, scratch.sums, scratch.counts);
+                                                         /*with_losses=*/false, chunks,
+                                                         scratch.sums, scratch.counts);
     FinishTotals<<<1, 1, 0, stream>>>(scratch.sums, scratch.counts, chunks, nullptr,
                                       scratch.total_count);
   }
