@@ -1,0 +1,336 @@
+// The CUDA kernels' arithmetic, on the host: element_math.h holds what one
+// thread of a kernel computes where the index work is the risk, and these
+// tests run it on the CPU, pass by pass in the kernels' order, through a
+// backend that stands in for the CUDA one on those ops (the reference kernels
+// run the rest), over the op harness's cases and a few larger ones. They need
+// no device, so they run everywhere CI does.
+#include "backends/cuda/element_math.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/reference/reference_backend.h"
+#include "backends/testing/op_test.h"
+#include "fmt/format.h"
+#include "ir/op_kind.h"
+#include "ir/types.h"
+#include "program/workspace_sizes.h"
+#include "support/status_macros.h"
+
+namespace spillway::backends::cuda {
+namespace {
+
+// The partial sums [chunks][channels][2] as batch norm's partial-sum kernels
+// leave them: per chunk and channel, the lanes' sums added in lane order.
+template <typename LaneSums>
+std::vector<double> PartialsAsTheKernelsAddThem(int64_t rows, int64_t channels,
+                                                LaneSums lane_sums) {
+  const program::BatchNormChunking chunking = program::ChunkBatchNormRows(rows);
+  std::vector<double> partials(static_cast<size_t>(chunking.chunks * channels * 2));
+  for (int64_t k = 0; k < chunking.chunks; ++k) {
+    for (int64_t c = 0; c < channels; ++c) {
+      double first = 0;
+      double second = 0;
+      for (int lane = 0; lane < kBatchNormLanes; ++lane) {
+        const PairSum sums = lane_sums(chunking, k, lane, c);
+        first += sums.first;
+        second += sums.second;
+      }
+      partials[static_cast<size_t>((k * channels + c) * 2)] = first;
+      partials[static_cast<size_t>((k * channels + c) * 2 + 1)] = second;
+    }
+  }
+  return partials;
+}
+
+float* OutputOrNull(const KernelCall& call, size_t k) {
+  return k < call.outputs.size() ? call.outputs[k].as<float>() : nullptr;
+}
+
+// batch_norm as the CUDA kernels compute it, their passes one after another.
+absl::Status BatchNormAsTheKernels(const KernelCall& call) {
+  const ir::MatrixExtent m = ir::AsMatrix(call.inputs[0].type->shape);
+  const auto channel = [&](int64_t i) { return static_cast<size_t>(i % m.columns); };
+  const float* x = call.inputs[0].as<const float>();
+  const float* gamma = call.inputs[1].as<const float>();
+  const float* beta = call.inputs[2].as<const float>();
+  float* y = OutputOrNull(call, 0);
+  const float epsilon = static_cast<float>(*call.node.attrs.GetFloat("epsilon", 1e-5));
+  std::vector<float> mean(static_cast<size_t>(m.columns));
+  std::vector<float> inv_std(static_cast<size_t>(m.columns));
+  if (const std::optional<SavedStatistics> saved = SavedStatisticsOf(call)) {
+    std::copy_n(saved->mean->as<const float>(), mean.size(), mean.begin());
+    std::copy_n(saved->inv_std->as<const float>(), inv_std.size(), inv_std.begin());
+  } else if (!*call.node.attrs.GetBool("training", true)) {
+    for (size_t c = 0; c < mean.size(); ++c) {
+      mean[c] = call.inputs[3].as<const float>()[c];
+      inv_std[c] = BatchNormInvStd(call.inputs[4].as<const float>()[c], epsilon);
+    }
+  } else {
+    const std::vector<double> partials = PartialsAsTheKernelsAddThem(
+        m.rows, m.columns,
+        [&](const program::BatchNormChunking& chunking, int64_t k, int lane, int64_t c) {
+          return LaneMoments(x, m.rows, m.columns, chunking, k, lane, c);
+        });
+    const BatchNormTraining settings{
+        .epsilon = epsilon,
+        .momentum = static_cast<float>(*call.node.attrs.GetFloat("momentum", 0.1))};
+    for (int64_t c = 0; c < m.columns; ++c) {
+      FinishChannelMoments(partials.data(), program::ChunkBatchNormRows(m.rows).chunks, m.rows,
+                           m.columns, c, settings, mean.data(), inv_std.data(),
+                           OutputOrNull(call, 1), OutputOrNull(call, 2), OutputOrNull(call, 3),
+                           OutputOrNull(call, 4));
+    }
+  }
+  if (y != nullptr) {
+    for (int64_t i = 0; i < m.rows * m.columns; ++i) {
+      const size_t c = channel(i);
+      y[i] = BatchNormalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// batch_norm_backward as the CUDA kernels compute it.
+absl::Status BatchNormBackwardAsTheKernels(const KernelCall& call) {
+  const ir::MatrixExtent m = ir::AsMatrix(call.inputs[1].type->shape);
+  const float* dy = call.inputs[0].as<const float>();
+  const float* x = call.inputs[1].as<const float>();
+  const float* gamma = call.inputs[2].as<const float>();
+  const float* mean = call.inputs[3].as<const float>();
+  const float* spread = call.inputs[4].as<const float>();
+  const bool training = *call.node.attrs.GetBool("training", true);
+  const float epsilon = static_cast<float>(*call.node.attrs.GetFloat("epsilon", 1e-5));
+  std::vector<float> inv_std(static_cast<size_t>(m.columns));
+  for (size_t c = 0; c < inv_std.size(); ++c) {
+    inv_std[c] = training ? spread[c] : BatchNormInvStd(spread[c], epsilon);
+  }
+  const std::vector<double> partials = PartialsAsTheKernelsAddThem(
+      m.rows, m.columns,
+      [&](const program::BatchNormChunking& chunking, int64_t k, int lane, int64_t c) {
+        return LaneGradientSums(dy, x, mean[c], inv_std[static_cast<size_t>(c)], m.rows, m.columns,
+                                chunking, k, lane, c);
+      });
+  std::vector<float> sum_dy(inv_std.size());
+  std::vector<float> sum_dy_x_hat(inv_std.size());
+  for (int64_t c = 0; c < m.columns; ++c) {
+    FinishChannelGradientSums(partials.data(), program::ChunkBatchNormRows(m.rows).chunks,
+                              m.columns, c, sum_dy.data(), sum_dy_x_hat.data(),
+                              OutputOrNull(call, 1), OutputOrNull(call, 2));
+  }
+  if (float* dx = OutputOrNull(call, 0)) {
+    for (int64_t i = 0; i < m.rows * m.columns; ++i) {
+      const size_t c = static_cast<size_t>(i % m.columns);
+      dx[i] = BatchNormInputGradient(dy[i], x[i], gamma[c], mean[c], inv_std[c], sum_dy[c],
+                                     sum_dy_x_hat[c], static_cast<float>(m.rows), training);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The cross-entropy and its gradient as the CUDA kernels compute them.
+absl::Status CrossEntropyAsTheKernels(const KernelCall& call) {
+  const bool backward = call.node.op == ir::OpKind::kCrossEntropyLossBackward;
+  const TensorRef& logits = call.inputs[backward ? 1 : 0];
+  const TensorRef& labels = call.inputs[backward ? 2 : 1];
+  const CrossEntropy settings = MakeCrossEntropy(call.node.attrs, logits, labels);
+  const float* x = logits.as<const float>();
+  float* out = call.outputs[0].as<float>();
+  if (out == nullptr) return absl::OkStatus();
+  if (!backward && !settings.mean) {
+    for (int64_t r = 0; r < settings.rows; ++r) {
+      const int64_t label = LabelAt(labels.data, settings.labels_i32, r);
+      out[r] = label == settings.ignore_index ? 0.0f : RowLoss(x, label, settings, r);
+    }
+    return absl::OkStatus();
+  }
+  const int64_t chunks = program::LossChunks(settings.rows);
+  std::vector<double> sums(static_cast<size_t>(chunks));
+  std::vector<int64_t> counts(static_cast<size_t>(chunks));
+  for (int64_t k = 0; k < chunks; ++k) {
+    LossChunkTotals(x, labels.data, settings, /*with_losses=*/!backward, k,
+                    &sums[static_cast<size_t>(k)], &counts[static_cast<size_t>(k)]);
+  }
+  const int64_t counted =
+      FinishLossTotals(sums.data(), counts.data(), chunks, backward ? nullptr : out);
+  if (backward) {
+    for (int64_t r = 0; r < settings.rows; ++r) {
+      LossGradientRow(call.inputs[0].as<const float>(), x, labels.data, settings, counted, r, out);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The CUDA kernels' per-element arithmetic (element_math.h), run on the
+// host: a backend that computes max pooling, its gradient and reduce_sum one
+// element at a time with the functions the kernels call, with the geometry
+// the CUDA backend makes from the call, and leaves every other op to the
+// reference kernels; batch norm and its gradient likewise, pass by pass,
+// with the chunks and lanes of the kernels' sums. Needs no device.
+class ElementMathBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cuda-element-math-on-the-host"; }
+  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
+    return reference_.AllocateDevice(bytes);
+  }
+  void FreeDevice(void* memory) override { reference_.FreeDevice(memory); }
+  absl::StatusOr<void*> AllocateHost(int64_t bytes) override {
+    return reference_.AllocateHost(bytes);
+  }
+  void FreeHost(void* memory) override { reference_.FreeHost(memory); }
+  absl::Status Copy(program::Stream stream, void* destination, const void* source,
+                    int64_t bytes) override {
+    return reference_.Copy(stream, destination, source, bytes);
+  }
+  absl::Status Upload(void* destination, const void* source, int64_t bytes) override {
+    return reference_.Upload(destination, source, bytes);
+  }
+  absl::Status Download(void* destination, const void* source, int64_t bytes) override {
+    return reference_.Download(destination, source, bytes);
+  }
+
+  absl::Status RunKernel(program::Stream stream, const KernelCall& call) override {
+    const TensorRef& y = call.outputs[0];
+    switch (call.node.op) {
+      case ir::OpKind::kMaxPool: {
+        ++element_math_calls_;
+        const PoolGeometry g =
+            MakePoolGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = MaxPoolAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kMaxPoolBackward: {
+        ++element_math_calls_;
+        const PoolGeometry g =
+            MakePoolGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = MaxPoolGradientAt(call.inputs[0].as<const float>(),
+                                               call.inputs[1].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kReduceSum: {
+        if (y.type->dtype != ir::DType::kF32) break;  // the CUDA kernel sums f32 only
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const ReduceGeometry g, MakeReduceGeometry(call));
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ReduceSumAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kCrossEntropyLoss:
+      case ir::OpKind::kCrossEntropyLossBackward:
+        ++element_math_calls_;
+        return CrossEntropyAsTheKernels(call);
+      case ir::OpKind::kBatchNorm:
+        ++element_math_calls_;
+        return BatchNormAsTheKernels(call);
+      case ir::OpKind::kBatchNormBackward:
+        ++element_math_calls_;
+        return BatchNormBackwardAsTheKernels(call);
+      default:
+        break;
+    }
+    return reference_.RunKernel(stream, call);
+  }
+
+  int element_math_calls() const { return element_math_calls_; }
+
+ private:
+  reference::ReferenceBackend reference_;
+  int element_math_calls_ = 0;
+};
+
+// Every harness case of max pooling (whose gradient is max_pool_backward) and
+// of reduce_sum: the element arithmetic gives the reference kernels' bits,
+// since it adds in their order. The cases include overlapping windows,
+// padding and ties.
+TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
+  int cases = 0;
+  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
+    if (test_case.op != ir::OpKind::kMaxPool && test_case.op != ir::OpKind::kReduceSum) continue;
+    test_case.float_tolerance = 0;  // bit for bit
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 4);
+}
+
+// The cross-entropy's cases (mean and none, ignored rows, i32 and i64
+// labels; the gradient is cross_entropy_loss_backward), and one of 10,000
+// rows, whose mean and count take 3,334 chunks of three rows.
+TEST(CudaElementMath, CrossEntropyMatchesTheReferenceOnTheHost) {
+  std::vector<testing::OpTestCase> losses;
+  for (const testing::OpTestCase& test_case : testing::AllOpTestCases()) {
+    if (test_case.op == ir::OpKind::kCrossEntropyLoss) losses.push_back(test_case);
+  }
+  testing::OpTestCase many_rows =
+      testing::Case("cross_entropy_loss/10000_rows", ir::OpKind::kCrossEntropyLoss,
+                    {ir::F32({10000, 5}), ir::I64({10000})}, {{"ignore_index", int64_t{2}}});
+  many_rows.int_limit = 5;  // a fifth of the rows are ignored
+  many_rows.check_gradient = false;
+  many_rows.float_tolerance = 1e-4;  // the reference sums 8,000 losses in float
+  losses.push_back(many_rows);
+  for (const testing::OpTestCase& test_case : losses) {
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
+  }
+  EXPECT_GE(losses.size(), 3u);
+}
+
+// Batch norm's cases (training and inference; the gradient is
+// batch_norm_backward): against the reference within the harness's
+// tolerance (the kernels sum in double, over chunks, where the reference sums
+// in float, row by row), and the determinism checks, which also run a
+// recomputation from the saved statistics and dx written over dy and over x.
+TEST(CudaElementMath, BatchNormMatchesTheReferenceOnTheHost) {
+  std::vector<testing::OpTestCase> batch_norms;
+  for (const testing::OpTestCase& test_case : testing::AllOpTestCases()) {
+    if (test_case.op == ir::OpKind::kBatchNorm) batch_norms.push_back(test_case);
+  }
+  // The harness's cases fit one chunk of rows; these take 2 and 3 (1,156 rows
+  // in chunks of 386, the last shorter), and channels past one block's 32.
+  for (const ir::Shape& shape : {ir::Shape{4, 16, 16, 8}, ir::Shape{4, 17, 17, 40}}) {
+    testing::OpTestCase chunked = testing::Case(
+        fmt::format("batch_norm/chunked_{}", ir::ShapeToString(shape)), ir::OpKind::kBatchNorm,
+        {ir::Activation(shape), ir::F32({shape[3]}), ir::F32({shape[3]}), ir::F32({shape[3]}),
+         ir::F32({shape[3]})},
+        {{"training", true}, {"momentum", 0.2}});
+    chunked.no_gradient = {3, 4};
+    chunked.check_gradient = false;
+    // The reference sums a thousand rows in float, one after another: its
+    // dgamma is itself about 1e-5 off (the kernels sum in double).
+    chunked.float_tolerance = 1e-4;
+    batch_norms.push_back(chunked);
+  }
+  int cases = 0;
+  for (const testing::OpTestCase& test_case : batch_norms) {
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    const absl::Status deterministic = testing::CheckDeterministic(backend, test_case);
+    EXPECT_TRUE(deterministic.ok()) << test_case.name << ": " << deterministic;
+    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 4);
+}
+
+}  // namespace
+}  // namespace spillway::backends::cuda
