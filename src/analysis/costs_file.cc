@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "analysis/hardware.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "support/check.h"
@@ -112,6 +113,15 @@ absl::StatusOr<MeasuredCosts> ParseCostsFile(std::string_view json_text) {
     return Invalid("field 'measured_on.threads' must be a positive thread count");
   }
   costs.measured_on.threads = static_cast<int>(threads->get<int64_t>());
+  if (on->contains("math_mode")) {
+    ASSIGN_OR_RETURN(const Json* mode,
+                     Field(*on, "math_mode", "measured_on.", Json::value_t::string));
+    if (!ParseMathMode(mode->get<std::string>()).has_value()) {
+      return Invalid(
+          fmt::format("field 'measured_on.math_mode' is {}: fp32, tf32 or fp16", mode->dump()));
+    }
+    costs.measured_on.math_mode = mode->get<std::string>();
+  }
   ASSIGN_OR_RETURN(const Json* workload, Field(root, "workload", "", Json::value_t::string));
   costs.workload = workload->get<std::string>();
   ASSIGN_OR_RETURN(const Json* nodes, Field(root, "nodes", "", Json::value_t::object));
@@ -138,11 +148,10 @@ std::string CostsFileToJson(const MeasuredCosts& costs) {
   nlohmann::ordered_json json;
   json["format"] = kFormat;
   json["version"] = kVersion;
-  json["measured_on"] = {{"machine", costs.measured_on.machine},
-                         {"backend", costs.measured_on.backend},
-                         {"threads", costs.measured_on.threads},
-                         {"isa", costs.measured_on.isa},
-                         {"date", costs.measured_on.date}};
+  json["measured_on"] = {
+      {"machine", costs.measured_on.machine},     {"backend", costs.measured_on.backend},
+      {"threads", costs.measured_on.threads},     {"isa", costs.measured_on.isa},
+      {"math_mode", costs.measured_on.math_mode}, {"date", costs.measured_on.date}};
   json["workload"] = costs.workload;
   json["nodes"] = nlohmann::ordered_json::object();
   for (const auto& [name, seconds] : costs.node_seconds) json["nodes"][name] = seconds;

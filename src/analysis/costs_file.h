@@ -38,6 +38,9 @@ struct MeasuredCosts {
     std::string backend;  // "cpu"
     int threads = 0;
     std::string isa;  // the CPU backend's kernel path ("avx2", "avx512", "generic")
+    // The math the kernels ran in ("fp32", "tf32"); a file without it was
+    // measured in fp32, the only mode before it was recorded.
+    std::string math_mode = "fp32";
     std::string date;
     bool operator==(const Configuration&) const = default;
   };

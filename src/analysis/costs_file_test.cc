@@ -22,6 +22,7 @@ MeasuredCosts Example() {
                        .backend = "cpu",
                        .threads = 2,
                        .isa = "avx2",
+                       .math_mode = "tf32",
                        .date = "2026-12-04"};
   costs.workload = "two relus";
   costs.node_seconds = {{"r1", 0.25}, {"r2", 0.5}};
@@ -58,6 +59,17 @@ TEST(CostsFile, RoundTripsThroughJson) {
   absl::StatusOr<MeasuredCosts> parsed = ParseCostsFile(text);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_FALSE(parsed->contention.has_value());
+
+  // A file without a math mode (measured before it was recorded) was
+  // measured in fp32.
+  std::string no_mode = CostsFileToJson(Example());
+  const std::string field = "\"math_mode\": \"tf32\",";
+  const size_t at = no_mode.find(field);
+  ASSERT_NE(at, std::string::npos);
+  no_mode.erase(at, field.size());
+  absl::StatusOr<MeasuredCosts> fp32 = ParseCostsFile(no_mode);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(fp32->measured_on.math_mode, "fp32");
 }
 
 TEST(CostsFile, BadFilesAreOneLineErrorsNamingTheField) {
@@ -81,6 +93,8 @@ TEST(CostsFile, BadFilesAreOneLineErrorsNamingTheField) {
               HasSubstr("field 'copies.host_to_device' needs samples of at least two sizes"));
   EXPECT_THAT(Error(replaced("\"backend\": \"cpu\"", "\"backend\": 3")),
               HasSubstr("field 'measured_on.backend' has the wrong type"));
+  EXPECT_THAT(Error(replaced("\"math_mode\": \"tf32\"", "\"math_mode\": \"fp64\"")),
+              HasSubstr("field 'measured_on.math_mode' is \"fp64\": fp32, tf32 or fp16"));
   EXPECT_THAT(Error(replaced("\"copy_slowdown\": 1.25", "\"copy_slowdown\": -1")),
               HasSubstr("field 'contention.copy_slowdown' must be a finite number >= 0, got -1"));
   EXPECT_THAT(Error(replaced("\"compute_slowdown\": 0.375,", "")),

@@ -275,6 +275,7 @@ CommandRunner AddProfileCommand(CLI::App& app) {
     costs.measured_on.threads = flags->backend.threads;
     costs.measured_on.isa = session::DirectKernelPath(flags->backend);
     if (costs.measured_on.isa.empty()) costs.measured_on.isa = "unknown";
+    costs.measured_on.math_mode = flags->backend.math_mode;
     costs.measured_on.date = Today();
     costs.workload = session::DescribeWorkload(flags->workload);
     for (const ir::Node& node : graph.nodes()) {

@@ -193,6 +193,12 @@ TEST(Training, ACostsFileFromAnotherConfigurationIsNamed) {
       CostsMismatch(costs, "c.json", {.backend = "cpu", .threads = 2});
   ASSERT_TRUE(warning.has_value());
   EXPECT_THAT(*warning, HasSubstr("c.json was measured on the cpu backend with 4 threads"));
+  // Times of one math mode do not stand for another's.
+  const std::optional<std::string> other_math =
+      CostsMismatch(costs, "c.json", {.backend = "cpu", .threads = 4, .math_mode = "tf32"});
+  ASSERT_TRUE(other_math.has_value());
+  EXPECT_THAT(*other_math, HasSubstr("in fp32; this run uses cpu"));
+  EXPECT_THAT(*other_math, HasSubstr("in tf32"));
   EXPECT_THAT(*warning, HasSubstr("this run uses cpu with 2 threads"));
 }
 

@@ -74,14 +74,15 @@ std::optional<std::string> CostsMismatch(const analysis::MeasuredCosts& costs,
                                          const std::string& path, const BackendSpec& spec) {
   const analysis::MeasuredCosts::Configuration& on = costs.measured_on;
   const std::string isa = DirectKernelPath(spec);
-  if (on.backend == spec.backend && on.threads == spec.threads && on.isa == isa) {
+  if (on.backend == spec.backend && on.threads == spec.threads && on.isa == isa &&
+      on.math_mode == spec.math_mode) {
     return std::nullopt;
   }
   return fmt::format(
-      "{} was measured on the {} backend with {} threads and {} kernels; this run uses {} with "
-      "{} threads and {} kernels",
-      path, on.backend, on.threads, on.isa, spec.backend, spec.threads,
-      isa.empty() ? "no direct" : isa);
+      "{} was measured on the {} backend with {} threads and {} kernels in {}; this run uses {} "
+      "with {} threads and {} kernels in {}",
+      path, on.backend, on.threads, on.isa, on.math_mode, spec.backend, spec.threads,
+      isa.empty() ? "no direct" : isa, spec.math_mode);
 }
 
 absl::StatusOr<autodiff::OptimizerKind> ParseOptimizer(std::string_view name) {
