@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/reference/reference_backend.h"
+#include "backends/testing/forwarding_backend.h"
 #include "ir/builder.h"
 #include "support/check.h"
 #include "support/status_macros.h"
@@ -35,11 +36,11 @@ std::vector<float> Floats(const std::vector<std::byte>& bytes) {
 }
 
 // The reference backend, counting device bytes allocated and freed.
-class CountingBackend final : public backends::Backend {
+class CountingBackend final : public backends::testing::ForwardingBackend {
  public:
   std::string_view name() const override { return "counting"; }
   absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
-    ASSIGN_OR_RETURN(void* memory, inner_.AllocateDevice(bytes));
+    ASSIGN_OR_RETURN(void* memory, ForwardingBackend::AllocateDevice(bytes));
     sizes_[memory] = bytes;
     live_ += bytes;
     return memory;
@@ -47,28 +48,12 @@ class CountingBackend final : public backends::Backend {
   void FreeDevice(void* memory) override {
     live_ -= sizes_.at(memory);
     sizes_.erase(memory);
-    inner_.FreeDevice(memory);
-  }
-  absl::StatusOr<void*> AllocateHost(int64_t bytes) override { return inner_.AllocateHost(bytes); }
-  void FreeHost(void* memory) override { inner_.FreeHost(memory); }
-  absl::Status RunKernel(program::Stream stream, const backends::KernelCall& call) override {
-    return inner_.RunKernel(stream, call);
-  }
-  absl::Status Copy(program::Stream stream, void* destination, const void* source,
-                    int64_t bytes) override {
-    return inner_.Copy(stream, destination, source, bytes);
-  }
-  absl::Status Upload(void* destination, const void* source, int64_t bytes) override {
-    return inner_.Upload(destination, source, bytes);
-  }
-  absl::Status Download(void* destination, const void* source, int64_t bytes) override {
-    return inner_.Download(destination, source, bytes);
+    ForwardingBackend::FreeDevice(memory);
   }
 
   int64_t live_bytes() const { return live_; }
 
  private:
-  backends::reference::ReferenceBackend inner_;
   std::map<void*, int64_t> sizes_;
   int64_t live_ = 0;
 };

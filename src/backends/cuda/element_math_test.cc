@@ -18,7 +18,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_ops.h"
-#include "backends/reference/reference_backend.h"
+#include "backends/testing/forwarding_backend.h"
 #include "backends/testing/op_test.h"
 #include "fmt/format.h"
 #include "ir/op_kind.h"
@@ -176,27 +176,9 @@ absl::Status CrossEntropyAsTheKernels(const KernelCall& call) {
 // the CUDA backend makes from the call, and leaves every other op to the
 // reference kernels; batch norm and its gradient likewise, pass by pass,
 // with the chunks and lanes of the kernels' sums. Needs no device.
-class ElementMathBackend final : public Backend {
+class ElementMathBackend final : public testing::ForwardingBackend {
  public:
   std::string_view name() const override { return "cuda-element-math-on-the-host"; }
-  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
-    return reference_.AllocateDevice(bytes);
-  }
-  void FreeDevice(void* memory) override { reference_.FreeDevice(memory); }
-  absl::StatusOr<void*> AllocateHost(int64_t bytes) override {
-    return reference_.AllocateHost(bytes);
-  }
-  void FreeHost(void* memory) override { reference_.FreeHost(memory); }
-  absl::Status Copy(program::Stream stream, void* destination, const void* source,
-                    int64_t bytes) override {
-    return reference_.Copy(stream, destination, source, bytes);
-  }
-  absl::Status Upload(void* destination, const void* source, int64_t bytes) override {
-    return reference_.Upload(destination, source, bytes);
-  }
-  absl::Status Download(void* destination, const void* source, int64_t bytes) override {
-    return reference_.Download(destination, source, bytes);
-  }
 
   absl::Status RunKernel(program::Stream stream, const KernelCall& call) override {
     const TensorRef& y = call.outputs[0];
@@ -242,13 +224,12 @@ class ElementMathBackend final : public Backend {
       default:
         break;
     }
-    return reference_.RunKernel(stream, call);
+    return ForwardingBackend::RunKernel(stream, call);
   }
 
   int element_math_calls() const { return element_math_calls_; }
 
  private:
-  reference::ReferenceBackend reference_;
   int element_math_calls_ = 0;
 };
 

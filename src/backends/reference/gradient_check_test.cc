@@ -16,6 +16,7 @@
 #include "autodiff/gradients.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/reference/reference_kernels.h"
+#include "backends/testing/forwarding_backend.h"
 #include "backends/testing/op_test.h"
 #include "fmt/format.h"
 #include "ir/op_kind.h"
@@ -85,34 +86,17 @@ OpTestCase MulCase() {
 }
 
 // The reference backend with its kernels replaced by `run_kernel`.
-class TamperedBackend final : public Backend {
+class TamperedBackend final : public testing::ForwardingBackend {
  public:
   explicit TamperedBackend(std::function<absl::Status(const KernelCall&)> run_kernel)
       : run_kernel_(std::move(run_kernel)) {}
   std::string_view name() const override { return "tampered"; }
-  absl::StatusOr<void*> AllocateDevice(int64_t bytes) override {
-    return inner_.AllocateDevice(bytes);
-  }
-  void FreeDevice(void* memory) override { inner_.FreeDevice(memory); }
-  absl::StatusOr<void*> AllocateHost(int64_t bytes) override { return inner_.AllocateHost(bytes); }
-  void FreeHost(void* memory) override { inner_.FreeHost(memory); }
   absl::Status RunKernel(program::Stream /*stream*/, const KernelCall& call) override {
     return run_kernel_(call);
-  }
-  absl::Status Copy(program::Stream stream, void* destination, const void* source,
-                    int64_t bytes) override {
-    return inner_.Copy(stream, destination, source, bytes);
-  }
-  absl::Status Upload(void* destination, const void* source, int64_t bytes) override {
-    return inner_.Upload(destination, source, bytes);
-  }
-  absl::Status Download(void* destination, const void* source, int64_t bytes) override {
-    return inner_.Download(destination, source, bytes);
   }
 
  private:
   std::function<absl::Status(const KernelCall&)> run_kernel_;
-  reference::ReferenceBackend inner_;
 };
 
 float& LargestElement(const TensorRef& tensor) {
