@@ -1,6 +1,6 @@
 // --backend, --threads, --math-mode and --nondeterministic, shared by the
-// commands that run kernels (train, forward, profile). Making the backend and saying which code paths it took
-// are the session library's (session/training.h).
+// commands that run kernels (train, forward, profile). Making the backend and saying which code
+// paths it took are the session library's (session/training.h).
 #pragma once
 
 #include "CLI/CLI.hpp"
