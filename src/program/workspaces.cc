@@ -1,11 +1,30 @@
 #include "program/workspaces.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "ir/op_kind.h"
 #include "program/workspace_sizes.h"
 
 namespace spillway::program {
+
+int64_t OwnKernelScratchBytes(ir::OpKind op, std::span<const ir::TensorType* const> inputs) {
+  switch (op) {
+    case ir::OpKind::kBatchNorm:
+    case ir::OpKind::kBatchNormBackward: {
+      const ir::TensorType& x = *inputs[op == ir::OpKind::kBatchNorm ? 0 : 1];
+      const ir::MatrixExtent rows = ir::AsMatrix(x.shape);  // channels last
+      return BatchNormScratchBytes(rows.rows, rows.columns);
+    }
+    case ir::OpKind::kCrossEntropyLoss:
+    case ir::OpKind::kCrossEntropyLossBackward: {
+      const ir::TensorType& labels = *inputs[op == ir::OpKind::kCrossEntropyLoss ? 1 : 2];
+      return CrossEntropyScratchBytes(ir::NumElements(labels.shape).value_or(0));
+    }
+    default:
+      return 0;
+  }
+}
 
 int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {
   if (limit <= 0) return 0;
@@ -19,20 +38,11 @@ int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int
       for (ir::ValueId id : node.outputs) largest = std::max(largest, type(id).bytes());
       return std::min(limit, largest);
     }
-    case ir::OpKind::kBatchNorm:
-    case ir::OpKind::kBatchNormBackward: {
-      const ir::ValueId x = node.op == ir::OpKind::kBatchNorm ? node.inputs[0] : node.inputs[1];
-      const ir::MatrixExtent rows = ir::AsMatrix(type(x).shape);  // channels last
-      return BatchNormScratchBytes(rows.rows, rows.columns);
+    default: {
+      std::vector<const ir::TensorType*> inputs;
+      for (ir::ValueId id : node.inputs) inputs.push_back(&type(id));
+      return OwnKernelScratchBytes(node.op, inputs);
     }
-    case ir::OpKind::kCrossEntropyLoss:
-    case ir::OpKind::kCrossEntropyLossBackward: {
-      const ir::ValueId labels =
-          node.op == ir::OpKind::kCrossEntropyLoss ? node.inputs[1] : node.inputs[2];
-      return CrossEntropyScratchBytes(ir::NumElements(type(labels).shape).value_or(0));
-    }
-    default:
-      return 0;
   }
 }
 

@@ -16,10 +16,17 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "ir/graph.h"
 
 namespace spillway::program {
+
+// The scratch the CUDA backend's own kernels take for a node of `op` whose
+// inputs have these types: batch norm's partial sums, the loss's chunk totals
+// (program/workspace_sizes.h); 0 for any other op. The planner declares it
+// (below) and the CUDA backend carves it out of the workspace, both from here.
+int64_t OwnKernelScratchBytes(ir::OpKind op, std::span<const ir::TensorType* const> inputs);
 
 // The workspace `node` declares on a device whose kernels may use up to
 // `limit` bytes; 0 where `limit` is 0 (the device keeps its kernels' scratch

@@ -101,11 +101,6 @@ cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* 
 // recomputation) or are the running ones (inference), so a recomputation
 // gives bitwise the first run's output.
 
-// Device scratch the statistics and gradient kernels need for a batch norm
-// of this size: partial sums and the per-channel values the last pass reads
-// (program/workspace_sizes.h's formula, which the planner declares).
-size_t BatchNormScratchBytes(int64_t rows, int64_t channels);
-
 struct BatchNormTraining {
   float epsilon = 1e-5f;
   float momentum = 0.1f;  // weight of the batch in the running averages
@@ -179,7 +174,6 @@ struct CrossEntropy {
   bool mean = true;  // reduction "mean" (loss[0]), else "none" (loss[row])
   bool labels_i32 = false;
 };
-size_t CrossEntropyScratchBytes(int64_t rows);
 cudaError_t LaunchCrossEntropyLoss(const float* logits, const void* labels,
                                    const CrossEntropy& settings, float* loss, void* scratch,
                                    cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_status.h"
@@ -12,6 +13,7 @@
 #include "fmt/ranges.h"
 #include "ir/attributes.h"
 #include "ir/op_kind.h"
+#include "program/workspaces.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -101,6 +103,14 @@ absl::StatusOr<uint64_t> FillBits(ir::DType dtype, double value) {
       return absl::UnimplementedError(fmt::format(
           "fill of {} (the CUDA kernel fills f32, i32, i64, bool)", ir::DTypeName(dtype)));
   }
+}
+
+// The scratch the backend's own kernel for `call` takes (batch norm, the
+// loss; 0 for the others), by the rule the planner declares it with.
+int64_t OwnScratchBytes(const KernelCall& call) {
+  absl::InlinedVector<const ir::TensorType*, 8> inputs;
+  for (const TensorRef& input : call.inputs) inputs.push_back(input.type);
+  return program::OwnKernelScratchBytes(call.node.op, inputs);
 }
 
 }  // namespace
@@ -259,32 +269,7 @@ absl::StatusOr<const CudnnConvolution*> CudaOps::Convolution(const KernelCall& c
   return it->second.get();
 }
 
-absl::StatusOr<int64_t> CudaOps::ScratchNeeded(const KernelCall& call) {
-  switch (call.node.op) {
-    case ir::OpKind::kConv2d:
-    case ir::OpKind::kConv2dBackwardData:
-    case ir::OpKind::kConv2dBackwardWeight: {
-      ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
-      return convolution->workspace_bytes();
-    }
-    case ir::OpKind::kBatchNorm:
-    case ir::OpKind::kBatchNormBackward: {
-      const size_t x = call.node.op == ir::OpKind::kBatchNorm ? 0 : 1;
-      const ir::MatrixExtent m = ir::AsMatrix(call.inputs[x].type->shape);
-      return static_cast<int64_t>(BatchNormScratchBytes(m.rows, m.columns));
-    }
-    case ir::OpKind::kCrossEntropyLoss:
-    case ir::OpKind::kCrossEntropyLossBackward: {
-      const size_t labels = call.node.op == ir::OpKind::kCrossEntropyLoss ? 1 : 2;
-      return static_cast<int64_t>(CrossEntropyScratchBytes(call.inputs[labels].num_elements()));
-    }
-    default:
-      return int64_t{0};
-  }
-}
-
-absl::StatusOr<void*> CudaOps::Scratch(const KernelCall& call) {
-  ASSIGN_OR_RETURN(const int64_t needed, ScratchNeeded(call));
+absl::StatusOr<void*> CudaOps::Scratch(const KernelCall& call, int64_t needed) {
   if (call.workspace != nullptr) {
     // The planner declared every node's need (program/workspaces.h) and the
     // Program reserved the largest: a shortfall is a planning bug.
@@ -313,7 +298,12 @@ absl::Status CudaOps::EnsureScratch(int64_t bytes) {
 }
 
 absl::Status CudaOps::Prepare(const KernelCall& call) {
-  RETURN_IF_ERROR(Scratch(call).status());
+  if (IsConvolution(call.node.op)) {
+    ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
+    RETURN_IF_ERROR(Scratch(call, convolution->workspace_bytes()).status());
+  } else {
+    RETURN_IF_ERROR(Scratch(call, OwnScratchBytes(call)).status());
+  }
   const Library library =
       IsConvolution(call.node.op) ? Library::kCudnn
       : (call.node.op == ir::OpKind::kMatMul || call.node.op == ir::OpKind::kLinear ||
@@ -335,7 +325,12 @@ std::string CudaOps::Summary() const {
 
 absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
   const ir::Node& node = call.node;
-  ASSIGN_OR_RETURN(void* const scratch, Scratch(call));
+  // Batch norm and the loss keep sums in scratch; a convolution gets its
+  // workspace below, once its setup is found.
+  void* scratch = nullptr;
+  if (const int64_t own = OwnScratchBytes(call); own > 0) {
+    ASSIGN_OR_RETURN(scratch, Scratch(call, own));
+  }
   const TensorRef& y = call.outputs[0];
   switch (node.op) {
     case ir::OpKind::kRelu:
@@ -419,8 +414,9 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
     case ir::OpKind::kConv2dBackwardWeight: {
       if (y.data == nullptr) return absl::OkStatus();
       ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
+      ASSIGN_OR_RETURN(void* const workspace, Scratch(call, convolution->workspace_bytes()));
       RETURN_IF_ERROR(CheckCudnn(cudnnSetStream(cudnn_, stream), "setting cuDNN's stream"));
-      return convolution->Run(cudnn_, call, scratch);
+      return convolution->Run(cudnn_, call, workspace);
     }
     case ir::OpKind::kMatMul:
     case ir::OpKind::kLinear:

@@ -59,10 +59,10 @@ class CudaOps {
  private:
   enum class Library { kCudnn, kCublas, kOwn };
   absl::StatusOr<const CudnnConvolution*> Convolution(const KernelCall& call);
-  absl::StatusOr<int64_t> ScratchNeeded(const KernelCall& call);
-  // Where `call`'s kernel keeps its scratch: the Program's workspace where
-  // the call carries one, else the backend's own, grown to fit.
-  absl::StatusOr<void*> Scratch(const KernelCall& call);
+  // Where `call`'s kernel keeps the `needed` bytes of its scratch: the
+  // Program's workspace where the call carries one, else the backend's own,
+  // grown to fit.
+  absl::StatusOr<void*> Scratch(const KernelCall& call, int64_t needed);
   absl::Status EnsureScratch(int64_t bytes);
 
   cudnnHandle_t cudnn_;

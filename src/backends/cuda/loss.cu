@@ -63,10 +63,6 @@ __global__ void LossGradient(const float* dloss, const float* logits, const void
 
 }  // namespace
 
-size_t CrossEntropyScratchBytes(int64_t rows) {
-  return static_cast<size_t>(program::CrossEntropyScratchBytes(rows));
-}
-
 cudaError_t LaunchCrossEntropyLoss(const float* logits, const void* labels,
                                    const CrossEntropy& settings, float* loss, void* scratch_memory,
                                    cudaStream_t stream) {

@@ -135,10 +135,6 @@ const dim3 kPartialBlock(kChannelsPerBlock, kLanes);
 
 }  // namespace
 
-size_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
-  return static_cast<size_t>(program::BatchNormScratchBytes(rows, channels));
-}
-
 cudaError_t LaunchBatchNormTraining(const float* x, const float* gamma, const float* beta,
                                     int64_t rows, int64_t channels,
                                     const BatchNormTraining& settings, float* y, float* saved_mean,
