@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "planner/policies.h"
+#include "planner/refetch.h"
 #include "support/status_macros.h"
 
 namespace spillway::planner {
@@ -466,30 +467,11 @@ class HybridPlanner {
     return evaluation;
   }
 
-  // The step at which the most device bytes are allocated, in program order.
-  static int PeakStep(const program::Program& program) {
-    int64_t live = 0;
-    int64_t peak = -1;
-    int step = 0;
-    for (const program::Instruction& instruction : program.instructions) {
-      if (instruction.kind == program::InstructionKind::kAlloc) {
-        live += program.buffer(instruction.buffer).bytes;
-        if (live > peak) {
-          peak = live;
-          step = instruction.step;
-        }
-      } else if (instruction.kind == program::InstructionKind::kFree) {
-        live -= program.buffer(instruction.buffer).bytes;
-      }
-    }
-    return step;
-  }
-
   // Evicts, round after round, the tensors resident at the memory peak with
   // the most bytes per second of cost, until the arena fits or nothing is left.
   absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current) {
     while (!context_.Fits(current)) {
-      const int peak = PeakStep(current.program);
+      const int peak = LiveBytesPeakStep(current.program);
       const int64_t excess = current.arena_bytes() - context_.budget_bytes();
       std::vector<size_t> order;
       for (size_t i = 0; i < candidates_.size(); ++i) {

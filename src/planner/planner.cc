@@ -14,6 +14,7 @@
 
 #include "fmt/format.h"
 #include "planner/policies.h"
+#include "planner/refetch.h"
 #include "program/rewriter.h"
 #include "program/verifier.h"
 #include "program/workspaces.h"
@@ -24,13 +25,20 @@
 
 namespace spillway::planner {
 
-program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link) {
-  using program::BackwardOrder;
-  const std::vector<ir::NodeId> topological =
-      program::TrainingSchedule(graph, BackwardOrder::kTopological);
-  const std::vector<ir::NodeId> memory_aware =
-      program::TrainingSchedule(graph, BackwardOrder::kMemoryAware);
-  if (memory_aware == topological) return BackwardOrder::kTopological;
+namespace {
+
+// A Program and the plan it was built from: what PeakRefetcher::Lower needs.
+struct BuiltPlan {
+  program::Plan plan;
+  program::Program program;
+  int64_t arena_bytes() const { return program.arena_bytes; }
+};
+
+// The smallest arena of the plan that frees the most, in one order: every
+// saved tensor spilled (fetched twice where that lowers the peak, as swap
+// does) or, with no host link, every recomputable one recomputed.
+absl::StatusOr<int64_t> FloorInOrder(const ir::Graph& graph,
+                                     const std::vector<ir::NodeId>& schedule, bool host_link) {
   program::Plan freeing("floor", graph);
   for (const autodiff::SavedTensor& saved : autodiff::SavedTensors(graph)) {
     if (host_link && program::CanSpill(graph, saved.value)) {
@@ -39,15 +47,34 @@ program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_lin
       freeing.Recompute(saved.value);
     }
   }
-  absl::StatusOr<program::Program> in_memory_aware =
-      program::BuildProgram(graph, memory_aware, freeing);
-  absl::StatusOr<program::Program> in_topological =
-      program::BuildProgram(graph, topological, freeing);
+  auto build = [&](program::Plan plan) -> absl::StatusOr<BuiltPlan> {
+    ASSIGN_OR_RETURN(program::Program program, program::BuildProgram(graph, schedule, plan));
+    return BuiltPlan{std::move(plan), std::move(program)};
+  };
+  ASSIGN_OR_RETURN(BuiltPlan start, build(std::move(freeing)));
+  const PeakRefetcher refetcher(graph, schedule, host_link);
+  ASSIGN_OR_RETURN(BuiltPlan lowest,
+                   refetcher.Lower<BuiltPlan>(std::move(start), SwapOptions{}.refetch_rounds, build,
+                                              [](const BuiltPlan&) { return false; }));
+  return lowest.arena_bytes();
+}
+
+}  // namespace
+
+program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link) {
+  using program::BackwardOrder;
+  const std::vector<ir::NodeId> topological =
+      program::TrainingSchedule(graph, BackwardOrder::kTopological);
+  const std::vector<ir::NodeId> memory_aware =
+      program::TrainingSchedule(graph, BackwardOrder::kMemoryAware);
+  if (memory_aware == topological) return BackwardOrder::kTopological;
+  const absl::StatusOr<int64_t> in_memory_aware = FloorInOrder(graph, memory_aware, host_link);
+  const absl::StatusOr<int64_t> in_topological = FloorInOrder(graph, topological, host_link);
   // Both build (every plan a policy makes must); if not, the planner will say
   // why on its first candidate, in autodiff's order.
   if (!in_memory_aware.ok() || !in_topological.ok()) return BackwardOrder::kTopological;
-  return in_memory_aware->arena_bytes < in_topological->arena_bytes ? BackwardOrder::kMemoryAware
-                                                                    : BackwardOrder::kTopological;
+  return *in_memory_aware < *in_topological ? BackwardOrder::kMemoryAware
+                                            : BackwardOrder::kTopological;
 }
 
 PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,

@@ -26,6 +26,9 @@ struct SwapOptions {
   // The lookahead is tuned for the largest threshold that fits and for
   // `thresholds_tuned - 1` thresholds below it.
   int thresholds_tuned = 3;
+  // Where spilling everything does not fit, at most this many rounds of
+  // fetching again the tensors held across the memory peak between reads.
+  int refetch_rounds = 16;
 };
 
 // Swap-only, as IBM's TensorFlow Large Model Support v2 does it: spill every

@@ -32,6 +32,12 @@ int Plan::Count(Decision decision) const {
   }));
 }
 
+int Plan::CountRefetched() const {
+  return static_cast<int>(std::count_if(tensors_.begin(), tensors_.end(), [](const TensorPlan& t) {
+    return t.decision == Decision::kSpill && t.refetch_after >= 0;
+  }));
+}
+
 namespace {
 
 // Produced by a forward node and not an in-place alias of one of its inputs.

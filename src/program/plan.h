@@ -28,6 +28,14 @@ struct TensorPlan {
   // host-to-device stream. -1 issues it just in time, before the first step
   // that needs the tensor back.
   int fetch_step = -1;
+  // Spill only: the schedule step after which the fetched copy is dropped,
+  // although later steps read the value too; the first of those fetches it
+  // again, just in time. -1 keeps the fetched copy to the value's last read.
+  // A second fetch moves the bytes twice, and lets the device hold something
+  // else in between (for a residual block's input, read by its weight
+  // gradients and again by the activation's backward after the input
+  // gradients).
+  int refetch_after = -1;
 };
 
 class Plan {
@@ -43,16 +51,18 @@ class Plan {
   const TensorPlan& at(ir::ValueId value) const { return tensors_.at(static_cast<size_t>(value)); }
   Decision decision(ir::ValueId value) const { return at(value).decision; }
   void Keep(ir::ValueId value) { tensors_.at(static_cast<size_t>(value)) = {}; }
-  void Spill(ir::ValueId value, int fetch_step = -1) {
-    tensors_.at(static_cast<size_t>(value)) = {Decision::kSpill, fetch_step};
+  void Spill(ir::ValueId value, int fetch_step = -1, int refetch_after = -1) {
+    tensors_.at(static_cast<size_t>(value)) = {Decision::kSpill, fetch_step, refetch_after};
   }
   void Recompute(ir::ValueId value) {
-    tensors_.at(static_cast<size_t>(value)) = {Decision::kRecompute, -1};
+    tensors_.at(static_cast<size_t>(value)) = {Decision::kRecompute, -1, -1};
   }
   size_t size() const { return tensors_.size(); }
 
   // How many values have each decision.
   int Count(Decision decision) const;
+  // How many spilled values are fetched twice (TensorPlan::refetch_after).
+  int CountRefetched() const;
 
  private:
   std::string policy_;

@@ -227,6 +227,23 @@ class Rewriter {
     return std::max(step, reads_.last_read[static_cast<size_t>(value)]);
   }
 
+  // A spilled value's device copy, made at `step` (produced, or fetched),
+  // stays to `last`, its last read in the same pass, or, where the Plan drops
+  // it between reads, to the Plan's step: the next read fetches it again.
+  int ExpiryOfSpilled(ir::ValueId value, int step, int last) const {
+    const int drop = plan_.at(value).refetch_after;
+    if (drop >= step && drop < last) last = drop;
+    return std::max(step, last);
+  }
+
+  // A copy fetched while the forward pass still reads the value is for the
+  // forward pass; the backward pass fetches its own.
+  int ExpiryOfFetched(ir::ValueId value, int step) const {
+    const size_t v = static_cast<size_t>(value);
+    const int last_forward = reads_.last_forward_read[v];
+    return ExpiryOfSpilled(value, step, step <= last_forward ? last_forward : reads_.last_read[v]);
+  }
+
   void EmitFetch(ir::ValueId value, int step) {
     const size_t v = static_cast<size_t>(value);
     SPILLWAY_CHECK(host_copy_[v] != kNoBuffer, "a fetched value was spilled first");
@@ -248,7 +265,7 @@ class Rewriter {
     copy.step = step;
     const int index = Emit(std::move(copy));
     pending_wait_[device] = RecordEvent(index);
-    live_[v] = {device, ExpiryOfRebuilt(value, step)};
+    live_[v] = {device, ExpiryOfFetched(value, step)};
   }
 
   void EmitSpill(ir::ValueId value, int producer_index, int step) {
@@ -342,9 +359,15 @@ class Rewriter {
   int ExpiryOfOutput(ir::ValueId value, int step) const {
     const size_t v = static_cast<size_t>(value);
     if (is_output_[v]) return kForever;
-    const int last =
-        plan_.decision(value) == Decision::kKeep ? keep_until_[v] : reads_.last_forward_read[v];
-    return std::max(step, last);
+    switch (plan_.decision(value)) {
+      case Decision::kKeep:
+        return std::max(step, keep_until_[v]);
+      case Decision::kSpill:
+        return ExpiryOfSpilled(value, step, reads_.last_forward_read[v]);
+      case Decision::kRecompute:
+        break;
+    }
+    return std::max(step, reads_.last_forward_read[v]);
   }
 
   absl::Status EmitCompute(int step) {
@@ -385,8 +408,12 @@ class Rewriter {
     const int index = Emit(std::move(compute));
     last_compute_ = index;
     for (ir::ValueId output : node.outputs) {
+      // Spilled where something reads it back: the backward pass, or a later
+      // forward step after the Plan drops it.
       if (plan_.decision(output) == Decision::kSpill &&
-          reads_.first_backward_read[static_cast<size_t>(output)] != kForever) {
+          (reads_.first_backward_read[static_cast<size_t>(output)] != kForever ||
+           live_[static_cast<size_t>(output)].expires_after <
+               reads_.last_forward_read[static_cast<size_t>(output)])) {
         EmitSpill(output, index, step);
       }
     }

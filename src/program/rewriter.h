@@ -4,9 +4,10 @@
 //    Plan has made every decision). The compute stream runs the schedule; a
 //    spilled tensor is copied to host memory on the d2h stream right after it
 //    is produced and fetched back on the h2d stream before the Plan's fetch
-//    step; a recomputed tensor is re-run, from whatever is resident, right
-//    before the first instruction that needs it. Every device buffer is freed
-//    right after its last access.
+//    step (and fetched again after the step it is dropped at, if the Plan
+//    drops it between reads); a recomputed tensor is re-run, from whatever
+//    is resident, right before the first instruction that needs it. Every
+//    device buffer is freed right after its last access.
 // 2. `AssignArena` places every device buffer in one arena with a heap
 //    algorithm, in program order, and makes each reuse of arena bytes an
 //    event dependency: an alloc waits on the free of the buffer that held its

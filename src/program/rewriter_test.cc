@@ -138,6 +138,77 @@ TEST(Rewriter, AFetchStepInsideTheForwardPassIsMovedAfterTheLastForwardRead) {
   EXPECT_EQ(program.instructions[in[0]].step, 2);
 }
 
+// a is read by db and again by dw, with x made in between.
+constexpr char kRereadText[] =
+    "graph reread {\n"
+    "  param %w: f32[256]\n"
+    "  %a: f32[256] = relu(%w)\n"
+    "  %b: f32[256] = relu(%a)\n"
+    "  %db: f32[256] = relu_backward(%b, %a) @backward\n"
+    "  %x: f32[256] = relu_backward(%db, %b) @backward\n"
+    "  %dw: f32[256] = relu_backward(%x, %a) @backward\n"
+    "  output %dw\n"
+    "}\n";
+
+TEST(Rewriter, ASpilledTensorDroppedBetweenReadsIsFetchedAgain) {
+  const ir::Graph graph = ParseOrDie(kRereadText);
+  const ir::ValueId a = *graph.FindValue("a");
+  Plan once("manual", graph);
+  once.Spill(a);
+  Plan twice("manual", graph);
+  twice.Spill(a, /*fetch_step=*/-1, /*refetch_after=*/2);  // db, at step 2
+  const Program fetched_once = BuildVerified(graph, once);
+  const Program fetched_twice = BuildVerified(graph, twice);
+
+  ASSERT_EQ(IndicesOf(fetched_once, InstructionKind::kCopyToDevice).size(), 1u);
+  const std::vector<size_t> in = IndicesOf(fetched_twice, InstructionKind::kCopyToDevice);
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_EQ(IndicesOf(fetched_twice, InstructionKind::kCopyToHost).size(), 1u);
+  EXPECT_LT(in[0], ComputeOf(fetched_twice, "db"));
+  EXPECT_GT(in[1], ComputeOf(fetched_twice, "x"));
+  EXPECT_LT(in[1], ComputeOf(fetched_twice, "dw"));
+  // Each reader reads its own copy, the one fetched for it.
+  const BufferId first = fetched_twice.instructions[in[0]].writes[0];
+  const BufferId second = fetched_twice.instructions[in[1]].writes[0];
+  EXPECT_NE(first, second);
+  EXPECT_EQ(fetched_twice.instructions[ComputeOf(fetched_twice, "db")].reads[1], first);
+  EXPECT_EQ(fetched_twice.instructions[ComputeOf(fetched_twice, "dw")].reads[1], second);
+  // Without the second fetch a@fetch waits beside b, db and x (x over db) at
+  // step 3: w + b + x + a@fetch = 4 KiB. Dropped after db, it leaves 3 KiB.
+  EXPECT_EQ(fetched_once.arena_bytes, 4 * kKiB);
+  EXPECT_EQ(fetched_twice.arena_bytes, 3 * kKiB);
+}
+
+TEST(Rewriter, AForwardTensorDroppedBetweenForwardReadsIsSpilledAndFetchedBack) {
+  // a waits for the last add while b, c and e are made: a branch's result
+  // waiting for the other branch.
+  const ir::Graph graph = ParseOrDie(
+      "graph branches {\n"
+      "  param %w: f32[256]\n"
+      "  %a: f32[256] = relu(%w)\n"
+      "  %b: f32[256] = relu(%a)\n"
+      "  %c: f32[256] = relu(%b)\n"
+      "  %e: f32[256] = add(%c, %b)\n"
+      "  %d: f32[256] = add(%e, %a)\n"
+      "  output %d\n"
+      "}\n");
+  Plan plan("manual", graph);
+  plan.Spill(*graph.FindValue("a"), /*fetch_step=*/-1, /*refetch_after=*/1);  // b, at step 1
+  const Program kept = BuildVerified(graph, Plan("none", graph));
+  const Program dropped = BuildVerified(graph, plan);
+  const std::vector<size_t> out = IndicesOf(dropped, InstructionKind::kCopyToHost);
+  const std::vector<size_t> in = IndicesOf(dropped, InstructionKind::kCopyToDevice);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_LT(out[0], ComputeOf(dropped, "b"));
+  EXPECT_GT(in[0], ComputeOf(dropped, "e"));
+  EXPECT_LT(in[0], ComputeOf(dropped, "d"));
+  // Kept, a is resident beside b and c at step 2: w + a + b + c. Dropped, it
+  // is on the host then, and comes back beside w and e alone.
+  EXPECT_EQ(kept.arena_bytes, 4 * kKiB);
+  EXPECT_EQ(dropped.arena_bytes, 3 * kKiB);
+}
+
 TEST(Rewriter, RecomputingRerunsTheProducerBeforeTheFirstBackwardRead) {
   const ir::Graph graph = ParseOrDie(ChainText("", "recompute"));
   const Program program = BuildVerified(graph, PinnedPlan(graph));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <tuple>
 
 #include "ir/op_registry.h"
 #include "support/check.h"
@@ -53,8 +55,8 @@ class BackwardWorkingSet {
   }
 
   struct Effect {
-    int64_t needs = 0;    // the bytes it adds while it runs: outputs and fetches
     int64_t growth = 0;   // the bytes it adds once it has run (negative: frees)
+    int64_t needs = 0;    // the bytes it adds while it runs: outputs and fetches
     int64_t fetched = 0;  // saved tensors it is the first to read
     auto operator<=>(const Effect&) const = default;
   };
@@ -84,6 +86,26 @@ class BackwardWorkingSet {
       --readers_left_[v];
     });
     for (ir::ValueId output : node.outputs) resident_[static_cast<size_t>(output)] = true;
+  }
+
+  // What Run(node) changes, so that Undo can take it back: a trial run.
+  using Snapshot = std::vector<std::pair<ir::ValueId, bool>>;
+  Snapshot Save(const ir::Node& node) const {
+    Snapshot snapshot;
+    for (ir::ValueId input : node.inputs) {
+      snapshot.emplace_back(input, resident_[static_cast<size_t>(input)]);
+    }
+    for (ir::ValueId output : node.outputs) {
+      snapshot.emplace_back(output, resident_[static_cast<size_t>(output)]);
+    }
+    return snapshot;
+  }
+  void Undo(const ir::Node& node, const Snapshot& snapshot) {
+    ForEachDistinctInput(node,
+                         [&](ir::ValueId input) { ++readers_left_[static_cast<size_t>(input)]; });
+    for (auto it = snapshot.rbegin(); it != snapshot.rend(); ++it) {
+      resident_[static_cast<size_t>(it->first)] = it->second;
+    }
   }
 
  private:
@@ -164,17 +186,46 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
   }
   std::vector<ir::NodeId> order;
   order.reserve(n);
+  // The least growth over two steps: a node's own, plus the least of the
+  // nodes ready after it. One step alone cannot see that a weight gradient,
+  // which adds nothing, lets the next node free its incoming gradient, or
+  // that a batch norm's backward, which adds nothing either, leaves the other
+  // branch's gradient waiting beside its own.
+  auto two_step_growth = [&](size_t r, const BackwardWorkingSet::Effect& effect) {
+    const int at = ready[r];
+    const ir::Node& node = graph.node(block[static_cast<size_t>(at)]);
+    const BackwardWorkingSet::Snapshot snapshot = working_set.Save(node);
+    working_set.Run(node);
+    std::optional<int64_t> next;
+    auto consider = [&](int candidate) {
+      const int64_t growth =
+          working_set.EffectOf(graph.node(block[static_cast<size_t>(candidate)])).growth;
+      next = next ? std::min(*next, growth) : growth;
+    };
+    for (size_t other = 0; other < ready.size(); ++other) {
+      if (other != r) consider(ready[other]);
+    }
+    for (int successor : successors[static_cast<size_t>(at)]) {
+      if (pending[static_cast<size_t>(successor)] == 1) consider(successor);
+    }
+    working_set.Undo(node, snapshot);
+    return effect.growth + next.value_or(0);
+  };
   while (!ready.empty()) {
-    // The least growth; among equals, the fewest saved bytes brought back
-    // (they stay until their last reader); then the topological order.
+    // The least growth over two steps; among equals, the least growth, the
+    // fewest bytes needed while it runs and the fewest saved bytes brought
+    // back (they stay until their last reader); then the topological order.
     size_t best = 0;
     BackwardWorkingSet::Effect best_effect;
+    int64_t best_growth = 0;
     for (size_t r = 0; r < ready.size(); ++r) {
       const BackwardWorkingSet::Effect effect =
           working_set.EffectOf(graph.node(block[static_cast<size_t>(ready[r])]));
-      if (r == 0 || effect < best_effect) {
+      const int64_t growth = two_step_growth(r, effect);
+      if (r == 0 || std::tie(growth, effect) < std::tie(best_growth, best_effect)) {
         best = r;
         best_effect = effect;
+        best_growth = growth;
       }
     }
     const int chosen = ready[best];

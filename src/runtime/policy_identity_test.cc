@@ -272,6 +272,46 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
   // Both mechanisms were exercised, not just a tighter layout.
   EXPECT_GT(spills, 0);
   EXPECT_GT(recomputes, 0);
+
+  // Fetching a tensor twice (Plan::refetch_after), which swap does only at
+  // its floor on large activations: every spillable tensor with two readers
+  // or more is spilled, dropped after its first reader, and fetched again for
+  // the next, in both passes.
+  const std::vector<ir::NodeId> schedule =
+      program::TrainingSchedule(training->graph, program::BackwardOrder::kMemoryAware);
+  std::vector<int> first_read(static_cast<size_t>(training->graph.num_values()), -1);
+  std::vector<int> readers(static_cast<size_t>(training->graph.num_values()), 0);
+  for (int step = 0; step < static_cast<int>(schedule.size()); ++step) {
+    for (ir::ValueId input : training->graph.node(schedule[static_cast<size_t>(step)]).inputs) {
+      const size_t v = static_cast<size_t>(input);
+      if (first_read[v] == step) continue;
+      if (first_read[v] < 0) first_read[v] = step;
+      ++readers[v];
+    }
+  }
+  program::Plan refetching("refetching", training->graph);
+  for (const ir::Value& value : training->graph.values()) {
+    const size_t v = static_cast<size_t>(value.id);
+    if (program::CanSpill(training->graph, value.id) && readers[v] >= 2) {
+      refetching.Spill(value.id, /*fetch_step=*/-1, /*refetch_after=*/first_read[v]);
+    }
+  }
+  ASSERT_GT(refetching.CountRefetched(), 0);
+  absl::StatusOr<program::Program> refetched =
+      program::BuildProgram(training->graph, schedule, refetching);
+  ASSERT_TRUE(refetched.ok()) << refetched.status();
+  std::map<ir::ValueId, int> fetches;
+  for (const program::Instruction& instruction : refetched->instructions) {
+    if (instruction.kind == program::InstructionKind::kCopyToDevice) {
+      ++fetches[refetched->buffer(instruction.writes[0]).value];
+    }
+  }
+  EXPECT_TRUE(std::any_of(fetches.begin(), fetches.end(), [](const auto& fetched) {
+    return fetched.second >= 2;
+  })) << "no tensor was fetched twice";
+  absl::StatusOr<RunRecord> refetched_run = Train(*training, *refetched, refetched->arena_bytes);
+  ASSERT_TRUE(refetched_run.ok()) << refetched_run.status();
+  expect_the_bits_of_none(*refetched_run);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PolicyIdentityTest, ::testing::ValuesIn(Models()),

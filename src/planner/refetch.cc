@@ -1,0 +1,69 @@
+#include "planner/refetch.h"
+
+#include <algorithm>
+
+namespace spillway::planner {
+
+int LiveBytesPeakStep(const program::Program& program) {
+  int64_t live = 0;
+  int64_t peak = -1;
+  int step = 0;
+  for (const program::Instruction& instruction : program.instructions) {
+    if (instruction.kind == program::InstructionKind::kAlloc) {
+      live += program.buffer(instruction.buffer).bytes;
+      if (live > peak) {
+        peak = live;
+        step = instruction.step;
+      }
+    } else if (instruction.kind == program::InstructionKind::kFree) {
+      live -= program.buffer(instruction.buffer).bytes;
+    }
+  }
+  return step;
+}
+
+PeakRefetcher::PeakRefetcher(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule,
+                             bool host_link)
+    : graph_(graph),
+      host_link_(host_link),
+      reads_(program::ScheduleReads::Of(graph, schedule)),
+      read_steps_(static_cast<size_t>(graph.num_values())) {
+  for (int step = 0; step < static_cast<int>(schedule.size()); ++step) {
+    for (ir::ValueId input : graph.node(schedule[static_cast<size_t>(step)]).inputs) {
+      std::vector<int>& steps = read_steps_[static_cast<size_t>(input)];
+      if (steps.empty() || steps.back() != step) steps.push_back(step);
+    }
+  }
+}
+
+std::optional<program::Plan> PeakRefetcher::DropAcrossPeak(const program::Plan& plan,
+                                                           const program::Program& program) const {
+  if (!host_link_) return std::nullopt;
+  const int peak = LiveBytesPeakStep(program);
+  program::Plan trial = plan;
+  bool changed = false;
+  for (const ir::Value& value : graph_.values()) {
+    if (!program::CanSpill(graph_, value.id)) continue;
+    const program::TensorPlan& tensor = plan.at(value.id);
+    if (tensor.decision == program::Decision::kRecompute || tensor.refetch_after >= 0) continue;
+    const size_t v = static_cast<size_t>(value.id);
+    const int produced = reads_.step_of_node[static_cast<size_t>(value.producer)];
+    const std::vector<int>& steps = read_steps_[v];
+    const auto next = std::upper_bound(steps.begin(), steps.end(), peak);
+    if (produced >= peak || next == steps.end()) continue;
+    const int previous = next == steps.begin() ? produced : *std::prev(next);
+    if (previous == peak) continue;  // read at the peak
+    // Held at the peak: waiting for a later forward read, or fetched back for
+    // the backward pass before the peak (a spilled tensor whose next read is
+    // its first backward one is on the host then).
+    const bool next_in_forward = *next <= reads_.last_forward_read[v];
+    if (!next_in_forward && previous < reads_.first_backward_read[v]) continue;
+    trial.Spill(value.id, tensor.decision == program::Decision::kSpill ? tensor.fetch_step : -1,
+                previous);
+    changed = true;
+  }
+  if (!changed) return std::nullopt;
+  return trial;
+}
+
+}  // namespace spillway::planner
