@@ -485,7 +485,7 @@ TEST(Cli, TrainTraceSetsTheMeasuredStepBesideTheSimulatedOne) {
   const std::string trace = ::testing::TempDir() + "/spillway_cli_train_trace.json";
   const CommandResult run = Spillway(
       "train --model resnet18 --image 64 --base-width 8 --batch 4 --steps 2 --policy hybrid "
-      "--budget 3MiB --trace " +
+      "--budget 3.5MiB --trace " +
       trace);
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("Trace        " + trace + " (step 2 measured"));

@@ -146,9 +146,11 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
             options.backward_order = program::ParseBackwardOrder(order);
           },
           "Order of the backward pass: memory-aware (reordered within its dependencies to hold "
-          "fewer bytes at once), topological (as autodiff emitted it) or auto (memory-aware where "
-          "it lowers the least memory a plan can reach); results are bitwise the same")
-      ->check(CLI::IsMember({"auto", "memory-aware", "topological"}))
+          "fewer bytes at once), lookahead (the same, looking two nodes ahead: the least memory "
+          "where tensors are fetched twice), topological (as autodiff emitted it) or auto "
+          "(memory-aware where it lowers the least memory a plan can reach, lookahead where only "
+          "it reaches the budget); results are bitwise the same")
+      ->check(CLI::IsMember({"auto", "memory-aware", "lookahead", "topological"}))
       ->default_str("auto");
   command
       .add_option("--time-limit", options.time_limit_s,

@@ -61,20 +61,30 @@ absl::StatusOr<int64_t> FloorInOrder(const ir::Graph& graph,
 
 }  // namespace
 
-program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link) {
+program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link,
+                                           int64_t tensor_budget_bytes) {
   using program::BackwardOrder;
   const std::vector<ir::NodeId> topological =
       program::TrainingSchedule(graph, BackwardOrder::kTopological);
   const std::vector<ir::NodeId> memory_aware =
       program::TrainingSchedule(graph, BackwardOrder::kMemoryAware);
-  if (memory_aware == topological) return BackwardOrder::kTopological;
-  const absl::StatusOr<int64_t> in_memory_aware = FloorInOrder(graph, memory_aware, host_link);
+  const std::vector<ir::NodeId> lookahead =
+      program::TrainingSchedule(graph, BackwardOrder::kLookahead);
+  if (memory_aware == topological && lookahead == topological) return BackwardOrder::kTopological;
   const absl::StatusOr<int64_t> in_topological = FloorInOrder(graph, topological, host_link);
+  const absl::StatusOr<int64_t> in_memory_aware = FloorInOrder(graph, memory_aware, host_link);
   // Both build (every plan a policy makes must); if not, the planner will say
   // why on its first candidate, in autodiff's order.
   if (!in_memory_aware.ok() || !in_topological.ok()) return BackwardOrder::kTopological;
-  return *in_memory_aware < *in_topological ? BackwardOrder::kMemoryAware
-                                            : BackwardOrder::kTopological;
+  const bool memory_aware_lower = *in_memory_aware < *in_topological;
+  const int64_t floor = std::min(*in_memory_aware, *in_topological);
+  if (floor <= tensor_budget_bytes || lookahead == memory_aware) {
+    return memory_aware_lower ? BackwardOrder::kMemoryAware : BackwardOrder::kTopological;
+  }
+  // Neither reaches the budget: the lookahead order, where its floor is lower.
+  const absl::StatusOr<int64_t> in_lookahead = FloorInOrder(graph, lookahead, host_link);
+  if (in_lookahead.ok() && *in_lookahead < floor) return BackwardOrder::kLookahead;
+  return memory_aware_lower ? BackwardOrder::kMemoryAware : BackwardOrder::kTopological;
 }
 
 PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,
@@ -88,7 +98,8 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       // order is given.
       backward_order_(options.backward_order.has_value()
                           ? *options.backward_order
-                          : ChooseBackwardOrder(graph, options.host_link)),
+                          : ChooseBackwardOrder(graph, options.host_link,
+                                                options.budget_bytes - workspace_bytes_)),
       schedule_(program::TrainingSchedule(graph, backward_order_)),
       simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
   reads_ = program::ScheduleReads::Of(graph, schedule_);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,13 +67,20 @@ struct PlannerOptions {
   std::function<bool()> interrupted = nullptr;
 };
 
-// The backward order a context plans in when the options leave it open: the
-// memory-aware order where it lowers the arena of the plan that frees the
-// most (every saved tensor spilled, or with no host link every recomputable
-// one recomputed), else autodiff's. The greedy order is a heuristic and can
-// raise that floor (on DeepLabV3+ and GPT-2 it does); this keeps the lower
-// one. Two Programs are built to decide.
-program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link);
+// The backward order a context plans in when the options leave it open. Of
+// autodiff's order and the memory-aware one, the one whose plan that frees
+// the most (every saved tensor spilled, fetched twice where that lowers the
+// peak as `swap` does; with no host link every recomputable one recomputed)
+// has the smaller arena: the greedy order is a heuristic and can raise that
+// floor (on GPT-2 it does), and this keeps the lower one. Where neither floor
+// fits `tensor_budget_bytes`, the lookahead order instead if its floor is
+// lower still (it is on ResNets, with their blocks' inputs fetched twice; it
+// holds more where nothing is fetched twice, so it is not used where it is
+// not needed). Two to three Programs are built to decide, and a few more for
+// the fetches twice.
+program::BackwardOrder ChooseBackwardOrder(
+    const ir::Graph& graph, bool host_link,
+    int64_t tensor_budget_bytes = std::numeric_limits<int64_t>::max());
 
 // Copy-aware release: when the arena may hand each spilled tensor's bytes to
 // another buffer (program::LayOut's `release_before`). A spilled tensor's

@@ -1020,6 +1020,21 @@ TEST(ChooseBackwardOrder, KeepsTheOrderWhoseLeastMemoryIsLower) {
   EXPECT_EQ(ChooseBackwardOrder(chain, true), program::BackwardOrder::kTopological);
 }
 
+TEST(ChooseBackwardOrder, TakesTheLookaheadOrderOnlyWhereTheBudgetNeedsIt) {
+  // ResNet-50 at 3000x3000: with its blocks' inputs fetched twice, the
+  // lookahead order reaches less memory than the memory-aware one; above the
+  // memory-aware order's floor the planner keeps that order, whose plans
+  // need not fetch anything twice.
+  const autodiff::TrainingGraph resnet = TrainingModel("resnet50", 3000);
+  EXPECT_EQ(ChooseBackwardOrder(resnet.graph, true, 1), program::BackwardOrder::kLookahead);
+  EXPECT_EQ(ChooseBackwardOrder(resnet.graph, true), program::BackwardOrder::kMemoryAware);
+  Planning tight(resnet.graph, 1);
+  Planning one_step(resnet.graph, 1, {.backward_order = program::BackwardOrder::kMemoryAware});
+  EXPECT_EQ(tight.context.backward_order(), program::BackwardOrder::kLookahead);
+  EXPECT_LT(RunOrDie("swap", tight.context).smallest_arena_bytes,
+            RunOrDie("swap", one_step.context).smallest_arena_bytes);
+}
+
 TEST(RecomputePolicy, TheTimeLimitStopsItsScan) {
   // With a limit already past, recompute stops before its segment-limit grid
   // (whose chain dynamic program is quadratic in a deep graph's length), says

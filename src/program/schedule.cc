@@ -1,9 +1,9 @@
 #include "program/schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
-#include <tuple>
 
 #include "ir/op_registry.h"
 #include "support/check.h"
@@ -16,12 +16,15 @@ std::string_view BackwardOrderName(BackwardOrder order) {
       return "topological";
     case BackwardOrder::kMemoryAware:
       return "memory-aware";
+    case BackwardOrder::kLookahead:
+      return "lookahead";
   }
   return "?";
 }
 
 std::optional<BackwardOrder> ParseBackwardOrder(std::string_view name) {
-  for (BackwardOrder order : {BackwardOrder::kTopological, BackwardOrder::kMemoryAware}) {
+  for (BackwardOrder order :
+       {BackwardOrder::kTopological, BackwardOrder::kMemoryAware, BackwardOrder::kLookahead}) {
     if (name == BackwardOrderName(order)) return order;
   }
   return std::nullopt;
@@ -55,10 +58,9 @@ class BackwardWorkingSet {
   }
 
   struct Effect {
-    int64_t growth = 0;   // the bytes it adds once it has run (negative: frees)
     int64_t needs = 0;    // the bytes it adds while it runs: outputs and fetches
+    int64_t growth = 0;   // the bytes it adds once it has run (negative: frees)
     int64_t fetched = 0;  // saved tensors it is the first to read
-    auto operator<=>(const Effect&) const = default;
   };
 
   Effect EffectOf(const ir::Node& node) const {
@@ -152,7 +154,8 @@ class BackwardWorkingSet {
 }  // namespace
 
 std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
-                                                 const std::vector<ir::NodeId>& block) {
+                                                 const std::vector<ir::NodeId>& block,
+                                                 bool look_ahead) {
   const size_t n = block.size();
   std::vector<int> position(static_cast<size_t>(graph.num_nodes()), -1);
   for (size_t i = 0; i < n; ++i) position[static_cast<size_t>(block[i])] = static_cast<int>(i);
@@ -186,14 +189,16 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
   }
   std::vector<ir::NodeId> order;
   order.reserve(n);
-  // The least growth over two steps: a node's own, plus the least of the
-  // nodes ready after it. One step alone cannot see that a weight gradient,
-  // which adds nothing, lets the next node free its incoming gradient, or
-  // that a batch norm's backward, which adds nothing either, leaves the other
-  // branch's gradient waiting beside its own.
-  auto two_step_growth = [&](size_t r, const BackwardWorkingSet::Effect& effect) {
+  // The key a node is chosen by (the least first). One step: the fewest new
+  // bytes while it runs, then the least growth, then the fewest saved bytes
+  // brought back. Two steps: the least growth over it and the best node
+  // ready after it, then its own growth, new bytes and saved bytes.
+  using Key = std::array<int64_t, 4>;
+  auto key_of = [&](size_t r) -> Key {
     const int at = ready[r];
     const ir::Node& node = graph.node(block[static_cast<size_t>(at)]);
+    const BackwardWorkingSet::Effect effect = working_set.EffectOf(node);
+    if (!look_ahead) return {effect.needs, effect.growth, effect.fetched, 0};
     const BackwardWorkingSet::Snapshot snapshot = working_set.Save(node);
     working_set.Run(node);
     std::optional<int64_t> next;
@@ -209,23 +214,17 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
       if (pending[static_cast<size_t>(successor)] == 1) consider(successor);
     }
     working_set.Undo(node, snapshot);
-    return effect.growth + next.value_or(0);
+    return {effect.growth + next.value_or(0), effect.growth, effect.needs, effect.fetched};
   };
   while (!ready.empty()) {
-    // The least growth over two steps; among equals, the least growth, the
-    // fewest bytes needed while it runs and the fewest saved bytes brought
-    // back (they stay until their last reader); then the topological order.
+    // Among equal keys, the earliest in the topological order.
     size_t best = 0;
-    BackwardWorkingSet::Effect best_effect;
-    int64_t best_growth = 0;
+    Key best_key{};
     for (size_t r = 0; r < ready.size(); ++r) {
-      const BackwardWorkingSet::Effect effect =
-          working_set.EffectOf(graph.node(block[static_cast<size_t>(ready[r])]));
-      const int64_t growth = two_step_growth(r, effect);
-      if (r == 0 || std::tie(growth, effect) < std::tie(best_growth, best_effect)) {
+      const Key key = key_of(r);
+      if (r == 0 || key < best_key) {
         best = r;
-        best_effect = effect;
-        best_growth = growth;
+        best_key = key;
       }
     }
     const int chosen = ready[best];
@@ -256,7 +255,8 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph, BackwardOrder o
     return schedule;  // no backward pass, or not one block
   }
   const std::vector<ir::NodeId> block(first, last);
-  const std::vector<ir::NodeId> reordered = MemoryAwareBackwardOrder(graph, block);
+  const std::vector<ir::NodeId> reordered =
+      MemoryAwareBackwardOrder(graph, block, order == BackwardOrder::kLookahead);
   std::copy(reordered.begin(), reordered.end(), first);
   return schedule;
 }

@@ -24,9 +24,13 @@ enum class BackwardOrder {
   kTopological,
   // A greedy list schedule over the backward pass (MemoryAwareBackwardOrder).
   kMemoryAware,
+  // The same list schedule looking two nodes ahead: for the least memory,
+  // where the plan fetches tensors twice (MemoryAwareBackwardOrder).
+  kLookahead,
 };
 
-std::string_view BackwardOrderName(BackwardOrder order);  // "topological", "memory-aware"
+// "topological", "memory-aware", "lookahead"
+std::string_view BackwardOrderName(BackwardOrder order);
 std::optional<BackwardOrder> ParseBackwardOrder(std::string_view name);  // nullopt: not one
 
 // The schedule of a training graph (forward, backward, update); the backward
@@ -57,9 +61,26 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
 // holds later), which is why the planner checks it before using it
 // (planner::ChooseBackwardOrder).
 //
-// Cost: O(backward nodes x ready nodes x inputs). The ready set stays small in
-// layered networks (a few nodes per layer).
+// With `look_ahead` (BackwardOrder::kLookahead) it runs next the node whose
+// growth (the bytes it leaves behind), added to the least growth of any node
+// ready after it, is smallest; among equals the least growth of its own, then
+// the fewest new bytes while it runs, the fewest saved bytes brought back and
+// the topological order. The second step sees that a weight gradient, which
+// adds almost nothing, lets the next node free its incoming gradient, or that
+// a batch norm's backward, which adds nothing either (it writes over its
+// incoming gradient), leaves the other branch's gradient waiting beside its
+// own. In a downsampling block it runs the weight gradients first, so that a
+// plan can drop the block's input between them and the activation's backward
+// and fetch it again (program::TensorPlan::refetch_after): the least memory
+// on ResNets. Without those second fetches it holds the block's input longer
+// than the one-step order, so the planner uses it only where the budget needs
+// it (planner::ChooseBackwardOrder).
+//
+// Cost: O(backward nodes x ready nodes x inputs), and with `look_ahead` times
+// the ready nodes again. The ready set stays small in layered networks (a few
+// nodes per layer).
 std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
-                                                 const std::vector<ir::NodeId>& block);
+                                                 const std::vector<ir::NodeId>& block,
+                                                 bool look_ahead = false);
 
 }  // namespace spillway::program

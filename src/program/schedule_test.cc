@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -122,30 +123,66 @@ TEST(MemoryAwareOrder, AGraphWhoseBackwardPassIsNotOneBlockKeepsItsOrder) {
   EXPECT_EQ(TrainingSchedule(graph, BackwardOrder::kMemoryAware), graph.TopologicalOrder());
 }
 
-TEST(MemoryAwareOrder, RunsTheNodesThatAddTheFewestBytesOverTwoSteps) {
-  // Two backward nodes are ready after the forward pass: g brings back its
-  // 4 KiB saved input and writes 4 KiB (the input then dies: it adds 4 KiB),
-  // small brings back 1 KiB and writes 1 KiB (it adds 1 KiB). One step ahead
-  // small looks cheaper; two steps ahead g is: big then writes over g, its
-  // dying input, and adds nothing (4 KiB over both), where small and then g
-  // add 5 KiB. Running g first holds at most 8 KiB (x and g) where small
-  // first would hold 9 KiB (small's output beside them).
-  const ir::Graph graph = ParseOrDie(
-      "graph branches {\n"
-      "  param %w: f32[1024]\n"
-      "  param %v: f32[256]\n"
-      "  %x: f32[1024] = relu(%w)\n"
-      "  %y: f32[256] = relu(%v)\n"
-      "  %g: f32[1024] = relu_backward(%x, %x) @backward\n"
-      "  %big: f32[1024] = relu_backward(%g, %w) @backward\n"
-      "  %small: f32[256] = relu_backward(%y, %v) @backward\n"
-      "  output %big\n"
-      "  output %small\n"
-      "}\n");
-  const std::vector<ir::NodeId> schedule = TrainingSchedule(graph, BackwardOrder::kMemoryAware);
+// Two backward nodes are ready after the forward pass: g brings back its
+// 4 KiB saved input and writes 4 KiB (the input then dies: it adds 4 KiB),
+// small brings back 1 KiB and writes 1 KiB (it adds 1 KiB).
+constexpr char kTwoBranchesText[] =
+    "graph branches {\n"
+    "  param %w: f32[1024]\n"
+    "  param %v: f32[256]\n"
+    "  %x: f32[1024] = relu(%w)\n"
+    "  %y: f32[256] = relu(%v)\n"
+    "  %g: f32[1024] = relu_backward(%x, %x) @backward\n"
+    "  %big: f32[1024] = relu_backward(%g, %w) @backward\n"
+    "  %small: f32[256] = relu_backward(%y, %v) @backward\n"
+    "  output %big\n"
+    "  output %small\n"
+    "}\n";
+
+std::vector<std::string> ScheduleNames(const ir::Graph& graph, BackwardOrder order) {
   std::vector<std::string> names;
-  for (ir::NodeId id : schedule) names.push_back(graph.node(id).name);
-  EXPECT_EQ(names, (std::vector<std::string>{"x", "y", "g", "big", "small"}));
+  for (ir::NodeId id : TrainingSchedule(graph, order)) names.push_back(graph.node(id).name);
+  return names;
+}
+
+TEST(MemoryAwareOrder, RunsTheNodeThatAddsTheFewestBytesFirst) {
+  // small needs 2 KiB while it runs, g 8 KiB: small runs first although it
+  // comes later in the graph; big then writes over g, its dying input, and
+  // adds nothing.
+  const ir::Graph graph = ParseOrDie(kTwoBranchesText);
+  EXPECT_EQ(ScheduleNames(graph, BackwardOrder::kMemoryAware),
+            (std::vector<std::string>{"x", "y", "small", "g", "big"}));
+}
+
+TEST(LookaheadOrder, RunsTheNodesThatAddTheFewestBytesOverTwoSteps) {
+  // One step ahead small looks cheaper; two steps ahead g is: big then writes
+  // over g and adds nothing (4 KiB over both), where small and then g add
+  // 5 KiB. Running g first holds at most 8 KiB (x and g) where small first
+  // holds 9 KiB (small's output beside them).
+  const ir::Graph graph = ParseOrDie(kTwoBranchesText);
+  EXPECT_EQ(ScheduleNames(graph, BackwardOrder::kLookahead),
+            (std::vector<std::string>{"x", "y", "g", "big", "small"}));
+}
+
+TEST(LookaheadOrder, RunsADownsamplingBlocksWeightGradientsBeforeItsInputGradients) {
+  // So that a plan can drop the block's input after them and fetch it again
+  // for the activation's backward, after the input gradients. (At a large
+  // image, where the activations outweigh the weight gradients.)
+  const autodiff::TrainingGraph training = TrainingModel("resnet50", 2048);
+  for (const BackwardOrder order : {BackwardOrder::kMemoryAware, BackwardOrder::kLookahead}) {
+    std::map<std::string, size_t> step;
+    const std::vector<std::string> names = ScheduleNames(training.graph, order);
+    for (size_t i = 0; i < names.size(); ++i) step[names[i]] = i;
+    const size_t weights =
+        std::max(step.at("bwd/layer2.0.conv1.weight"), step.at("bwd/layer2.0.downsample.0.weight"));
+    const size_t inputs =
+        std::min(step.at("bwd/layer2.0.conv1.data"), step.at("bwd/layer2.0.downsample.0.data"));
+    if (order == BackwardOrder::kLookahead) {
+      EXPECT_LT(weights, inputs);
+    } else {
+      EXPECT_GT(weights, inputs);  // the one-step order: input gradients first
+    }
+  }
 }
 
 }  // namespace

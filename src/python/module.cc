@@ -327,7 +327,8 @@ planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
   options.backward_order = program::ParseBackwardOrder(keywords.backward_order);
   if (!options.backward_order.has_value() && keywords.backward_order != "auto") {
     throw py::value_error(
-        fmt::format("backward_order must be 'auto', 'memory-aware' or 'topological', not '{}'",
+        fmt::format("backward_order must be 'auto', 'memory-aware', 'lookahead' or "
+                    "'topological', not '{}'",
                     keywords.backward_order));
   }
   return options;

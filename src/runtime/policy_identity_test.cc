@@ -274,11 +274,11 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
   EXPECT_GT(recomputes, 0);
 
   // Fetching a tensor twice (Plan::refetch_after), which swap does only at
-  // its floor on large activations: every spillable tensor with two readers
-  // or more is spilled, dropped after its first reader, and fetched again for
-  // the next, in both passes.
+  // its floor on large activations, in the lookahead order made for it:
+  // every spillable tensor with two readers or more is spilled, dropped
+  // after its first reader, and fetched again for the next, in both passes.
   const std::vector<ir::NodeId> schedule =
-      program::TrainingSchedule(training->graph, program::BackwardOrder::kMemoryAware);
+      program::TrainingSchedule(training->graph, program::BackwardOrder::kLookahead);
   std::vector<int> first_read(static_cast<size_t>(training->graph.num_values()), -1);
   std::vector<int> readers(static_cast<size_t>(training->graph.num_values()), 0);
   for (int step = 0; step < static_cast<int>(schedule.size()); ++step) {
