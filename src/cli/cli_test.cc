@@ -257,6 +257,27 @@ TEST(Cli, OptimalPrintsItsBoundAndEveryPlansGap) {
   EXPECT_GE(gaps, 3);
 }
 
+TEST(Cli, APlanThatFetchesTwiceGetsNoGapToTheBoundAndFetchOnceKeepsToTheBoundsPlans) {
+  // ResNet-50 at 3000x3000 fits 1.95 GiB only with tensors fetched twice, in
+  // the lookahead order; the bound covers plans that fetch each tensor once.
+  const std::string workload =
+      "--model resnet50 --image 3000 --hardware v100-16g-nvlink2 --budget 1.95GiB";
+  const CommandResult plan = Spillway("plan " + workload + " --bound");
+  ASSERT_EQ(plan.exit_code, 0) << plan.out;
+  EXPECT_THAT(plan.out, HasSubstr("Policy       hybrid: feasible"));
+  EXPECT_THAT(plan.out, HasSubstr("lookahead backward order"));
+  EXPECT_THAT(plan.out, HasSubstr("Bound        no plan that fits steps faster than"));
+  EXPECT_THAT(plan.out, HasSubstr("twice, which the bound does not cover (--fetch-once"));
+  EXPECT_THAT(plan.out, ::testing::Not(HasSubstr("this plan is within")));
+
+  const CommandResult once = Spillway("plan " + workload + " --fetch-once --json");
+  ASSERT_EQ(once.exit_code, 0) << once.out;
+  const nlohmann::json result = nlohmann::json::parse(once.out);
+  EXPECT_FALSE(result.at("feasible").get<bool>());
+  EXPECT_NE(result.at("backward_order"), "lookahead");
+  EXPECT_GT(result.at("smallest_arena_bytes").get<int64_t>(), int64_t{2} << 30);
+}
+
 // A graph with its own costs: three forward nodes of 1 ms and 256 MiB each,
 // a loss, three backward nodes of 2 ms and 64 MiB; b_i reads f_{i-1}.
 std::string WriteChainGraph() {

@@ -152,6 +152,10 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
           "it reaches the budget); results are bitwise the same")
       ->check(CLI::IsMember({"auto", "memory-aware", "lookahead", "topological"}))
       ->default_str("auto");
+  command.add_flag_callback(
+      "--fetch-once", [&options] { options.fetch_twice = false; },
+      "Fetch each spilled tensor back at most once: the plans the lower bound (--bound) and "
+      "the optimal policy cover. By default swap may fetch a tensor twice at its memory floor");
   command
       .add_option("--time-limit", options.time_limit_s,
                   "Safety net: seconds after which the hybrid planner stops refining even if "

@@ -38,7 +38,8 @@ struct BuiltPlan {
 // saved tensor spilled (fetched twice where that lowers the peak, as swap
 // does) or, with no host link, every recomputable one recomputed.
 absl::StatusOr<int64_t> FloorInOrder(const ir::Graph& graph,
-                                     const std::vector<ir::NodeId>& schedule, bool host_link) {
+                                     const std::vector<ir::NodeId>& schedule, bool host_link,
+                                     bool fetch_twice) {
   program::Plan freeing("floor", graph);
   for (const autodiff::SavedTensor& saved : autodiff::SavedTensors(graph)) {
     if (host_link && program::CanSpill(graph, saved.value)) {
@@ -53,8 +54,9 @@ absl::StatusOr<int64_t> FloorInOrder(const ir::Graph& graph,
   };
   ASSIGN_OR_RETURN(BuiltPlan start, build(std::move(freeing)));
   const PeakRefetcher refetcher(graph, schedule, host_link);
+  const int rounds = fetch_twice ? SwapOptions{}.refetch_rounds : 0;
   ASSIGN_OR_RETURN(BuiltPlan lowest,
-                   refetcher.Lower<BuiltPlan>(std::move(start), SwapOptions{}.refetch_rounds, build,
+                   refetcher.Lower<BuiltPlan>(std::move(start), rounds, build,
                                               [](const BuiltPlan&) { return false; }));
   return lowest.arena_bytes();
 }
@@ -62,7 +64,7 @@ absl::StatusOr<int64_t> FloorInOrder(const ir::Graph& graph,
 }  // namespace
 
 program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_link,
-                                           int64_t tensor_budget_bytes) {
+                                           int64_t tensor_budget_bytes, bool fetch_twice) {
   using program::BackwardOrder;
   const std::vector<ir::NodeId> topological =
       program::TrainingSchedule(graph, BackwardOrder::kTopological);
@@ -71,18 +73,21 @@ program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_lin
   const std::vector<ir::NodeId> lookahead =
       program::TrainingSchedule(graph, BackwardOrder::kLookahead);
   if (memory_aware == topological && lookahead == topological) return BackwardOrder::kTopological;
-  const absl::StatusOr<int64_t> in_topological = FloorInOrder(graph, topological, host_link);
-  const absl::StatusOr<int64_t> in_memory_aware = FloorInOrder(graph, memory_aware, host_link);
+  const absl::StatusOr<int64_t> in_topological =
+      FloorInOrder(graph, topological, host_link, fetch_twice);
+  const absl::StatusOr<int64_t> in_memory_aware =
+      FloorInOrder(graph, memory_aware, host_link, fetch_twice);
   // Both build (every plan a policy makes must); if not, the planner will say
   // why on its first candidate, in autodiff's order.
   if (!in_memory_aware.ok() || !in_topological.ok()) return BackwardOrder::kTopological;
   const bool memory_aware_lower = *in_memory_aware < *in_topological;
   const int64_t floor = std::min(*in_memory_aware, *in_topological);
-  if (floor <= tensor_budget_bytes || lookahead == memory_aware) {
+  if (floor <= tensor_budget_bytes || lookahead == memory_aware || !fetch_twice) {
     return memory_aware_lower ? BackwardOrder::kMemoryAware : BackwardOrder::kTopological;
   }
   // Neither reaches the budget: the lookahead order, where its floor is lower.
-  const absl::StatusOr<int64_t> in_lookahead = FloorInOrder(graph, lookahead, host_link);
+  const absl::StatusOr<int64_t> in_lookahead =
+      FloorInOrder(graph, lookahead, host_link, fetch_twice);
   if (in_lookahead.ok() && *in_lookahead < floor) return BackwardOrder::kLookahead;
   return memory_aware_lower ? BackwardOrder::kMemoryAware : BackwardOrder::kTopological;
 }
@@ -99,7 +104,8 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       backward_order_(options.backward_order.has_value()
                           ? *options.backward_order
                           : ChooseBackwardOrder(graph, options.host_link,
-                                                options.budget_bytes - workspace_bytes_)),
+                                                options.budget_bytes - workspace_bytes_,
+                                                options.fetch_twice)),
       schedule_(program::TrainingSchedule(graph, backward_order_)),
       simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
   reads_ = program::ScheduleReads::Of(graph, schedule_);

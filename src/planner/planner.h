@@ -41,6 +41,12 @@ struct PlannerOptions {
   // (swap, swap-lms, hybrid-seed, hybrid) refuse to run; none, recompute and
   // optimal plan without spills, and any plan that spills is refused.
   bool host_link = true;
+  // Whether a plan may fetch a spilled tensor twice, dropping it between two
+  // of its readers (program::TensorPlan::refetch_after): `swap` does at its
+  // memory floor, and the backward order may be chosen for it. False
+  // (--fetch-once) keeps to the plans the exact policy and the lower bound
+  // cover, which fetch each spilled tensor back at most once.
+  bool fetch_twice = true;
   // The hybrid planner refines its plan until no move improves it. These stop
   // it earlier: a wall-clock safety net, which makes the plan depend on the
   // machine and is meant never to be reached (the result says when it was),
@@ -77,10 +83,11 @@ struct PlannerOptions {
 // lower still (it is on ResNets, with their blocks' inputs fetched twice; it
 // holds more where nothing is fetched twice, so it is not used where it is
 // not needed). Two to three Programs are built to decide, and a few more for
-// the fetches twice.
+// the fetches twice. Without `fetch_twice`, the floors are those of plans
+// that fetch each tensor once, and the lookahead order is not considered.
 program::BackwardOrder ChooseBackwardOrder(
     const ir::Graph& graph, bool host_link,
-    int64_t tensor_budget_bytes = std::numeric_limits<int64_t>::max());
+    int64_t tensor_budget_bytes = std::numeric_limits<int64_t>::max(), bool fetch_twice = true);
 
 // Copy-aware release: when the arena may hand each spilled tensor's bytes to
 // another buffer (program::LayOut's `release_before`). A spilled tensor's
@@ -105,6 +112,11 @@ struct Evaluation {
   int64_t arena_bytes() const { return program.arena_bytes; }
   double step_time_s() const { return simulation.step_time_s; }
 };
+
+// Whether the lower bound on the step (LowerBoundOnStep, the exact policy)
+// covers a plan: it covers the plans that fetch each spilled tensor back at
+// most once, not those that fetch one twice (PlannerOptions::fetch_twice).
+inline bool BoundCovers(const program::Plan& plan) { return plan.CountRefetched() == 0; }
 
 // What a policy returns.
 struct PlanResult {

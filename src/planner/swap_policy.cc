@@ -114,6 +114,10 @@ absl::StatusOr<PlanResult> SwapPolicy::Run(PlanningContext& context) {
   // Everything spilled, fetched just in time: the least memory swapping reaches.
   ASSIGN_OR_RETURN(Evaluation all, evaluate(-1, 0));
   if (!context.Fits(all)) {
+    if (!context.options().fetch_twice) {
+      result.best = std::move(all);
+      return result;
+    }
     // Fetching twice the tensors held across the memory peak lowers it further.
     const PeakRefetcher refetcher(context.graph(), context.schedule(), /*host_link=*/true);
     ASSIGN_OR_RETURN(result.best,

@@ -239,7 +239,9 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
     // An infinite bound (nothing fits) is not a JSON number: null.
     if (std::isfinite(bound.step_s)) {
       entry["step_time_s"] = bound.step_s;
-      if (result.feasible) entry["gap"] = simulation.step_time_s / bound.step_s - 1.0;
+      if (result.feasible && planner::BoundCovers(result.best.plan)) {
+        entry["gap"] = simulation.step_time_s / bound.step_s - 1.0;
+      }
     } else {
       entry["step_time_s"] = nullptr;
     }
@@ -265,7 +267,7 @@ nlohmann::json ComparisonToJson(const Comparison& comparison, int64_t budget_byt
   nlohmann::json list = nlohmann::json::array();
   for (const planner::PlanResult& result : comparison.results) {
     list.push_back(PlanResultToJson(result, comparison.none(), swap, budget_bytes));
-    if (bound_s.has_value() && result.feasible) {
+    if (bound_s.has_value() && result.feasible && planner::BoundCovers(result.best.plan)) {
       list.back()["gap_to_bound"] = result.best.step_time_s() / *bound_s - 1.0;
     }
   }
