@@ -191,21 +191,27 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
   order.reserve(n);
   // The key a node is chosen by (the least first). One step: the fewest new
   // bytes while it runs, then the least growth, then the fewest saved bytes
-  // brought back. Two steps: the least growth over it and the best node
-  // ready after it, then its own growth, new bytes and saved bytes.
-  using Key = std::array<int64_t, 4>;
+  // brought back. Two steps, with the node ready after it that grows least
+  // (then needs least): the most bytes the two add at once (its own new
+  // bytes, or its growth and the next node's new bytes), then their growth
+  // together, then its own growth, new bytes and saved bytes.
+  using Key = std::array<int64_t, 5>;
   auto key_of = [&](size_t r) -> Key {
     const int at = ready[r];
     const ir::Node& node = graph.node(block[static_cast<size_t>(at)]);
     const BackwardWorkingSet::Effect effect = working_set.EffectOf(node);
-    if (!look_ahead) return {effect.needs, effect.growth, effect.fetched, 0};
+    if (!look_ahead) return {effect.needs, effect.growth, effect.fetched, 0, 0};
     const BackwardWorkingSet::Snapshot snapshot = working_set.Save(node);
     working_set.Run(node);
     std::optional<int64_t> next;
+    int64_t next_needs = 0;
     auto consider = [&](int candidate) {
-      const int64_t growth =
-          working_set.EffectOf(graph.node(block[static_cast<size_t>(candidate)])).growth;
-      next = next ? std::min(*next, growth) : growth;
+      const BackwardWorkingSet::Effect e =
+          working_set.EffectOf(graph.node(block[static_cast<size_t>(candidate)]));
+      if (!next || std::pair(e.growth, e.needs) < std::pair(*next, next_needs)) {
+        next = e.growth;
+        next_needs = e.needs;
+      }
     };
     for (size_t other = 0; other < ready.size(); ++other) {
       if (other != r) consider(ready[other]);
@@ -214,7 +220,8 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
       if (pending[static_cast<size_t>(successor)] == 1) consider(successor);
     }
     working_set.Undo(node, snapshot);
-    return {effect.growth + next.value_or(0), effect.growth, effect.needs, effect.fetched};
+    return {std::max(effect.needs, effect.growth + next_needs), effect.growth + next.value_or(0),
+            effect.growth, effect.needs, effect.fetched};
   };
   while (!ready.empty()) {
     // Among equal keys, the earliest in the topological order.

@@ -61,20 +61,22 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
 // holds later), which is why the planner checks it before using it
 // (planner::ChooseBackwardOrder).
 //
-// With `look_ahead` (BackwardOrder::kLookahead) it runs next the node whose
-// growth (the bytes it leaves behind), added to the least growth of any node
-// ready after it, is smallest; among equals the least growth of its own, then
-// the fewest new bytes while it runs, the fewest saved bytes brought back and
-// the topological order. The second step sees that a weight gradient, which
-// adds almost nothing, lets the next node free its incoming gradient, or that
-// a batch norm's backward, which adds nothing either (it writes over its
-// incoming gradient), leaves the other branch's gradient waiting beside its
-// own. In a downsampling block it runs the weight gradients first, so that a
-// plan can drop the block's input between them and the activation's backward
-// and fetch it again (program::TensorPlan::refetch_after): the least memory
-// on ResNets. Without those second fetches it holds the block's input longer
-// than the one-step order, so the planner uses it only where the budget needs
-// it (planner::ChooseBackwardOrder).
+// With `look_ahead` (BackwardOrder::kLookahead) it looks at each ready node
+// together with the node ready after it that grows least (the bytes it
+// leaves behind; among equals the fewest new bytes): it runs next the node
+// whose pair adds the fewest bytes at once (its own new bytes, or its growth
+// plus the next node's new bytes), then the pair that grows least, then the
+// least growth of its own, the fewest new bytes, the fewest saved bytes
+// brought back and the topological order. The second step sees that a weight
+// gradient, which adds almost nothing, lets the next node free its incoming
+// gradient, or that a batch norm's backward, which adds nothing either (it
+// writes over its incoming gradient), leaves the other branch's gradient
+// waiting beside its own. In a downsampling block it runs a weight gradient
+// before the input gradients, so that a plan can drop the block's input
+// while they run and fetch it again (program::TensorPlan::refetch_after):
+// the least memory on ResNets. Without those second fetches it holds the
+// block's input longer than the one-step order, so the planner uses it only
+// where the budget needs it (planner::ChooseBackwardOrder).
 //
 // Cost: O(backward nodes x ready nodes x inputs), and with `look_ahead` times
 // the ready nodes again. The ready set stays small in layered networks (a few

@@ -164,23 +164,24 @@ TEST(LookaheadOrder, RunsTheNodesThatAddTheFewestBytesOverTwoSteps) {
             (std::vector<std::string>{"x", "y", "g", "big", "small"}));
 }
 
-TEST(LookaheadOrder, RunsADownsamplingBlocksWeightGradientsBeforeItsInputGradients) {
-  // So that a plan can drop the block's input after them and fetch it again
-  // for the activation's backward, after the input gradients. (At a large
-  // image, where the activations outweigh the weight gradients.)
+TEST(LookaheadOrder, ReadsADownsamplingBlocksInputBeforeAndAfterItsInputGradients) {
+  // A weight gradient reads the block's input before the input gradients, so
+  // that a plan can drop it while they run and fetch it again for the rest.
+  // (At a large image, where the activations outweigh the weight gradients.)
   const autodiff::TrainingGraph training = TrainingModel("resnet50", 2048);
   for (const BackwardOrder order : {BackwardOrder::kMemoryAware, BackwardOrder::kLookahead}) {
     std::map<std::string, size_t> step;
     const std::vector<std::string> names = ScheduleNames(training.graph, order);
     for (size_t i = 0; i < names.size(); ++i) step[names[i]] = i;
-    const size_t weights =
-        std::max(step.at("bwd/layer2.0.conv1.weight"), step.at("bwd/layer2.0.downsample.0.weight"));
-    const size_t inputs =
-        std::min(step.at("bwd/layer2.0.conv1.data"), step.at("bwd/layer2.0.downsample.0.data"));
+    const size_t first_weight =
+        std::min(step.at("bwd/layer2.0.conv1.weight"), step.at("bwd/layer2.0.downsample.0.weight"));
+    const auto [first_input, last_input] =
+        std::minmax(step.at("bwd/layer2.0.conv1.data"), step.at("bwd/layer2.0.downsample.0.data"));
+    EXPECT_GT(step.at("bwd/layer1.2.relu"), last_input);
     if (order == BackwardOrder::kLookahead) {
-      EXPECT_LT(weights, inputs);
+      EXPECT_LT(first_weight, first_input);
     } else {
-      EXPECT_GT(weights, inputs);  // the one-step order: input gradients first
+      EXPECT_GT(first_weight, last_input);  // one step: the input gradients first
     }
   }
 }
