@@ -70,26 +70,36 @@ program::BackwardOrder ChooseBackwardOrder(const ir::Graph& graph, bool host_lin
       program::TrainingSchedule(graph, BackwardOrder::kTopological);
   const std::vector<ir::NodeId> memory_aware =
       program::TrainingSchedule(graph, BackwardOrder::kMemoryAware);
+  auto lower = [&](bool twice) -> std::optional<std::pair<BackwardOrder, int64_t>> {
+    const absl::StatusOr<int64_t> in_topological =
+        FloorInOrder(graph, topological, host_link, twice);
+    const absl::StatusOr<int64_t> in_memory_aware =
+        FloorInOrder(graph, memory_aware, host_link, twice);
+    // Both build (every plan a policy makes must); if not, the planner will
+    // say why on its first candidate, in autodiff's order.
+    if (!in_memory_aware.ok() || !in_topological.ok()) return std::nullopt;
+    if (*in_memory_aware < *in_topological) {
+      return std::pair(BackwardOrder::kMemoryAware, *in_memory_aware);
+    }
+    return std::pair(BackwardOrder::kTopological, *in_topological);
+  };
+  if (memory_aware != topological) {
+    const auto once = lower(false);
+    if (!once) return BackwardOrder::kTopological;
+    if (once->second <= tensor_budget_bytes || !fetch_twice) return once->first;
+  } else if (!fetch_twice) {
+    return BackwardOrder::kTopological;
+  }
+  // Nothing fits without fetching twice: the lowest floor with it, the
+  // lookahead order's only where it is lower than the other two's.
+  const auto twice = lower(true);
+  if (!twice) return BackwardOrder::kTopological;
   const std::vector<ir::NodeId> lookahead =
       program::TrainingSchedule(graph, BackwardOrder::kLookahead);
-  if (memory_aware == topological && lookahead == topological) return BackwardOrder::kTopological;
-  const absl::StatusOr<int64_t> in_topological =
-      FloorInOrder(graph, topological, host_link, fetch_twice);
-  const absl::StatusOr<int64_t> in_memory_aware =
-      FloorInOrder(graph, memory_aware, host_link, fetch_twice);
-  // Both build (every plan a policy makes must); if not, the planner will say
-  // why on its first candidate, in autodiff's order.
-  if (!in_memory_aware.ok() || !in_topological.ok()) return BackwardOrder::kTopological;
-  const bool memory_aware_lower = *in_memory_aware < *in_topological;
-  const int64_t floor = std::min(*in_memory_aware, *in_topological);
-  if (floor <= tensor_budget_bytes || lookahead == memory_aware || !fetch_twice) {
-    return memory_aware_lower ? BackwardOrder::kMemoryAware : BackwardOrder::kTopological;
-  }
-  // Neither reaches the budget: the lookahead order, where its floor is lower.
-  const absl::StatusOr<int64_t> in_lookahead =
-      FloorInOrder(graph, lookahead, host_link, fetch_twice);
-  if (in_lookahead.ok() && *in_lookahead < floor) return BackwardOrder::kLookahead;
-  return memory_aware_lower ? BackwardOrder::kMemoryAware : BackwardOrder::kTopological;
+  if (lookahead == memory_aware || lookahead == topological) return twice->first;
+  const absl::StatusOr<int64_t> in_lookahead = FloorInOrder(graph, lookahead, host_link, true);
+  if (in_lookahead.ok() && *in_lookahead < twice->second) return BackwardOrder::kLookahead;
+  return twice->first;
 }
 
 PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostModel& cost_model,

@@ -75,16 +75,15 @@ struct PlannerOptions {
 
 // The backward order a context plans in when the options leave it open. Of
 // autodiff's order and the memory-aware one, the one whose plan that frees
-// the most (every saved tensor spilled, fetched twice where that lowers the
-// peak as `swap` does; with no host link every recomputable one recomputed)
-// has the smaller arena: the greedy order is a heuristic and can raise that
-// floor (on GPT-2 it does), and this keeps the lower one. Where neither floor
-// fits `tensor_budget_bytes`, the lookahead order instead if its floor is
-// lower still (it is on ResNets, with their blocks' inputs fetched twice; it
-// holds more where nothing is fetched twice, so it is not used where it is
-// not needed). Two to three Programs are built to decide, and a few more for
-// the fetches twice. Without `fetch_twice`, the floors are those of plans
-// that fetch each tensor once, and the lookahead order is not considered.
+// the most (every saved tensor spilled; with no host link every recomputable
+// one recomputed) has the smaller arena: the greedy order is a heuristic and
+// can raise that floor (on DeepLabV3+ and GPT-2 it does), and this keeps the
+// lower one. Where neither floor fits `tensor_budget_bytes` (and
+// `fetch_twice`), the floors are those of the plans that also fetch twice
+// what is held across the peak (as `swap` does there), and the lookahead
+// order's joins them: the lowest of the three wins. The lookahead order holds
+// more where nothing is fetched twice, so it is not used where it is not
+// needed. Two Programs are built to decide, a few more below both floors.
 program::BackwardOrder ChooseBackwardOrder(
     const ir::Graph& graph, bool host_link,
     int64_t tensor_budget_bytes = std::numeric_limits<int64_t>::max(), bool fetch_twice = true);
