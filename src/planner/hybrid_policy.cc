@@ -53,8 +53,17 @@ struct Refinement {
   // Copy seconds the spills take, each way (what SpillCost charges against).
   double d2h_load = 0;
   double h2d_load = 0;
-  double lead_cap_s = -1;             // < 0: every fetch just in time
-  double loaded_s = 0;                // the step of the start as these decisions express it
+  double lead_cap_s = -1;  // < 0: every fetch just in time
+  double loaded_s = 0;     // the step of the start as these decisions express it
+  // The start's second fetches (program::TensorPlan::refetch_after), which
+  // per-tensor decisions do not express: every plan of the refinement keeps
+  // them, a candidate's only while it stays spilled.
+  struct SecondFetch {
+    ir::ValueId value;
+    int refetch_after;
+    bool candidate;
+  };
+  std::vector<SecondFetch> second_fetches;
   std::optional<Evaluation> current;  // the plan as refined so far
   int evaluations = 0;                // candidate plans its refinement has considered
   int passes = 0;                     // passes completed
@@ -165,6 +174,14 @@ class HybridPlanner {
     const program::Plan& plan = start.evaluation.plan;
     for (size_t i = 0; i < candidates_.size(); ++i) {
       Apply(i, plan.at(candidates_[i].value).decision, decisions);
+    }
+    std::vector<bool> candidate(plan.size(), false);
+    for (const Candidate& c : candidates_) candidate[static_cast<size_t>(c.value)] = true;
+    for (const ir::Value& value : context_.graph().values()) {
+      const program::TensorPlan& tensor = plan.at(value.id);
+      if (tensor.decision != Decision::kSpill || tensor.refetch_after < 0) continue;
+      active_.second_fetches.push_back(
+          {value.id, tensor.refetch_after, candidate[static_cast<size_t>(value.id)]});
     }
     // Just in time, then this many steps earlier: the plan's own fetch step.
     const std::vector<int> needed = NeededSteps(decisions);
@@ -457,6 +474,12 @@ class HybridPlanner {
       }
       step = std::max(c.produced + 1, step - fetch_advance[i]);
       plan.Spill(c.value, step);
+    }
+    for (const Refinement::SecondFetch& second : active_.second_fetches) {
+      const program::TensorPlan& tensor = plan.at(second.value);
+      if (second.candidate && tensor.decision != Decision::kSpill) continue;
+      plan.Spill(second.value, tensor.decision == Decision::kSpill ? tensor.fetch_step : -1,
+                 second.refetch_after);
     }
     return plan;
   }

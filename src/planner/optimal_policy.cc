@@ -46,7 +46,9 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
                                                  : static_cast<Policy&>(recompute_policy);
     if (!context.options().host_link) start_name = "recompute";
     ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
-    if (context.Fits(result.best)) {
+    // A plan that fetches a tensor twice is not a point of the program (it
+    // is absent between two readers): it is neither a start nor a result.
+    if (context.Fits(result.best) && BoundCovers(result.best.plan)) {
       std::vector<double> start = relaxation.PointOf(result.best);
       std::string worst;
       const double violation = relaxation.RelativeViolation(start, &worst);

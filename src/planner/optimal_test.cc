@@ -215,6 +215,9 @@ TEST(Optimal, TheHeuristicsPlansOfSmallModelsAreFeasiblePointsOfBothPrograms) {
         absl::StatusOr<PlanResult> result = RunPolicy(**policy, context);
         ASSERT_TRUE(result.ok()) << name << ": " << StatusMessage(result.status());
         if (!result->feasible) continue;
+        // A plan that fetches a tensor twice is outside what the program
+        // covers (docs/planner.md), and no bound is claimed for it.
+        if (!BoundCovers(result->best.plan)) continue;
         const double tolerance = kTolerance * (1 + result->best.step_time_s() * 1e6);
         for (const StepRelaxation* relaxation : {&*exact, &*lp}) {
           std::string worst;
