@@ -311,6 +311,7 @@ struct PlanningKeywords {
   double time_limit;
   int plan_threads;
   std::string backward_order;
+  bool fetch_once;
 };
 
 planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
@@ -324,6 +325,7 @@ planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
   options.max_refine_passes = keywords.refine_passes;
   options.time_limit_s = keywords.time_limit;
   options.threads = keywords.plan_threads;
+  options.fetch_twice = !keywords.fetch_once;
   options.backward_order = program::ParseBackwardOrder(keywords.backward_order);
   if (!options.backward_order.has_value() && keywords.backward_order != "auto") {
     throw py::value_error(
@@ -770,10 +772,10 @@ PYBIND11_MODULE(_spillway, m) {
       [](const std::string& hardware, const std::optional<std::string>& budget,
          const std::string& optimizer, const std::string& math_mode, bool no_link,
          const std::optional<std::string>& costs, int max_evaluations, int refine_passes,
-         double time_limit, int plan_threads, const std::string& backward_order) {
+         double time_limit, int plan_threads, const std::string& backward_order, bool fetch_once) {
         return PlanningKeywords{hardware,   budget,       optimizer,       math_mode,
                                 no_link,    costs,        max_evaluations, refine_passes,
-                                time_limit, plan_threads, backward_order};
+                                time_limit, plan_threads, backward_order,  fetch_once};
       };
   m.def(
       "plan",
@@ -782,11 +784,11 @@ PYBIND11_MODULE(_spillway, m) {
                           const std::string& optimizer, const std::string& math_mode, bool no_link,
                           const std::optional<std::string>& costs, bool bound, int max_evaluations,
                           int refine_passes, double time_limit, int plan_threads,
-                          const std::string& backward_order, bool progress) {
+                          const std::string& backward_order, bool fetch_once, bool progress) {
         return Plan(workload, policy, bound,
                     planning_keywords(hardware, budget, optimizer, math_mode, no_link, costs,
                                       max_evaluations, refine_passes, time_limit, plan_threads,
-                                      backward_order),
+                                      backward_order, fetch_once),
                     progress);
       },
       py::arg("workload"), py::kw_only(), py::arg("policy") = "hybrid",
@@ -794,20 +796,20 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("optimizer") = "sgd", py::arg("math_mode") = "fp32", py::arg("no_link") = false,
       py::arg("costs") = py::none(), py::arg("bound") = false, py::arg("max_evaluations") = 0,
       py::arg("refine_passes") = 2, py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0,
-      py::arg("backward_order") = "auto", py::arg("progress") = true,
+      py::arg("backward_order") = "auto", py::arg("fetch_once") = false, py::arg("progress") = true,
       "Plan one policy under a budget and predict its step: `spillway plan`.");
   m.def(
       "compare",
-      [planning_keywords](const PyWorkload& workload, const std::string& hardware,
-                          const std::optional<std::string>& budget, const std::string& optimizer,
-                          const std::string& math_mode, bool no_link,
-                          const std::optional<std::string>& costs, bool optimal, bool bound,
-                          int max_evaluations, int refine_passes, double time_limit,
-                          int plan_threads, const std::string& backward_order, bool progress) {
+      [planning_keywords](
+          const PyWorkload& workload, const std::string& hardware,
+          const std::optional<std::string>& budget, const std::string& optimizer,
+          const std::string& math_mode, bool no_link, const std::optional<std::string>& costs,
+          bool optimal, bool bound, int max_evaluations, int refine_passes, double time_limit,
+          int plan_threads, const std::string& backward_order, bool fetch_once, bool progress) {
         return Compare(workload, optimal, bound,
                        planning_keywords(hardware, budget, optimizer, math_mode, no_link, costs,
                                          max_evaluations, refine_passes, time_limit, plan_threads,
-                                         backward_order),
+                                         backward_order, fetch_once),
                        progress);
       },
       py::arg("workload"), py::kw_only(), py::arg("hardware") = "v100-16g-nvlink2",
@@ -815,7 +817,7 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("no_link") = false, py::arg("costs") = py::none(), py::arg("optimal") = false,
       py::arg("bound") = false, py::arg("max_evaluations") = 0, py::arg("refine_passes") = 2,
       py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0,
-      py::arg("backward_order") = "auto", py::arg("progress") = true,
+      py::arg("backward_order") = "auto", py::arg("fetch_once") = false, py::arg("progress") = true,
       "Every policy on one workload and budget, none first: `spillway compare`.");
   m.def(
       "export",
@@ -834,22 +836,23 @@ PYBIND11_MODULE(_spillway, m) {
       "export`. Returns the tensors and values written and the checkpoint's step.");
   m.def(
       "train",
-      [planning_keywords](
-          const PyWorkload& workload, int64_t steps, const std::string& policy,
-          const std::string& hardware, const std::optional<std::string>& budget,
-          const std::string& optimizer, const std::optional<double>& lr, double momentum,
-          double weight_decay, const py::object& data, const std::optional<std::string>& save,
-          int64_t save_every, const std::optional<std::string>& resume,
-          const std::optional<std::string>& trace, int threads,
-          const std::optional<std::string>& costs, int max_evaluations, int refine_passes,
-          double time_limit, int plan_threads, const std::string& backward_order, bool progress) {
+      [planning_keywords](const PyWorkload& workload, int64_t steps, const std::string& policy,
+                          const std::string& hardware, const std::optional<std::string>& budget,
+                          const std::string& optimizer, const std::optional<double>& lr,
+                          double momentum, double weight_decay, const py::object& data,
+                          const std::optional<std::string>& save, int64_t save_every,
+                          const std::optional<std::string>& resume,
+                          const std::optional<std::string>& trace, int threads,
+                          const std::optional<std::string>& costs, int max_evaluations,
+                          int refine_passes, double time_limit, int plan_threads,
+                          const std::string& backward_order, bool fetch_once, bool progress) {
         const TrainKeywords keywords{steps,        policy,  optimizer, lr,         momentum,
                                      weight_decay, data,    save,      save_every, resume,
                                      trace,        threads, progress};
         return Train(
             workload, keywords,
             planning_keywords(hardware, budget, optimizer, "fp32", false, costs, max_evaluations,
-                              refine_passes, time_limit, plan_threads, backward_order));
+                              refine_passes, time_limit, plan_threads, backward_order, fetch_once));
       },
       py::arg("workload"), py::kw_only(), py::arg("steps") = 20, py::arg("policy") = "hybrid",
       py::arg("hardware") = "cpu", py::arg("budget") = py::none(), py::arg("optimizer") = "sgd",
@@ -858,7 +861,8 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("resume") = py::none(), py::arg("trace") = py::none(), py::arg("threads") = 2,
       py::arg("costs") = py::none(), py::arg("max_evaluations") = 0, py::arg("refine_passes") = 2,
       py::arg("time_limit") = 300.0, py::arg("plan_threads") = 0,
-      py::arg("backward_order") = "auto", py::arg("progress") = false,
+      py::arg("backward_order") = "auto", py::arg("fetch_once") = false,
+      py::arg("progress") = false,
       "Train on the CPU backend under a budget, as the policy plans it: `spillway train`; "
       "trace='step.json' writes the last step measured beside the simulated one.");
 }

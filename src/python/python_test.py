@@ -74,6 +74,20 @@ def test_the_backward_order_is_chosen_like_the_cli_chooses_it():
         spillway.plan(spillway.Workload(**SMALL), backward_order="sideways", progress=False)
 
 
+def test_fetch_once_plans_like_the_cli_flag():
+    # Below the floor of plans that fetch each tensor once, only fetching
+    # twice fits: the keyword and the flag agree on both sides of it.
+    big = dict(model="resnet50", image=3000)
+    flags = ["--model", "resnet50", "--image", "3000", "--hardware", "v100-16g-nvlink2",
+             "--budget", "1.95GiB"]
+    for fetch_once in (False, True):
+        result = spillway.plan(spillway.Workload(**big), budget="1.95GiB", fetch_once=fetch_once,
+                               progress=False)
+        expected = cli_json("plan", *flags, *(["--fetch-once"] if fetch_once else []))
+        assert result.feasible == expected["feasible"] == (not fetch_once)
+        assert result.backward_order == expected["backward_order"]
+
+
 def test_compare_gives_the_cli_rows():
     results = spillway.compare(spillway.Workload(**SMALL), budget=PLAN_BUDGET, progress=False)
     expected = cli_json("compare", *SMALL_FLAGS, "--budget", PLAN_BUDGET)
