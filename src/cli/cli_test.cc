@@ -269,6 +269,7 @@ TEST(Cli, APlanThatFetchesTwiceGetsNoGapToTheBoundAndFetchOnceKeepsToTheBoundsPl
   EXPECT_THAT(plan.out, HasSubstr("Bound        no plan that fits steps faster than"));
   EXPECT_THAT(plan.out, HasSubstr("twice, which the bound does not cover (--fetch-once"));
   EXPECT_THAT(plan.out, ::testing::Not(HasSubstr("this plan is within")));
+  EXPECT_THAT(plan.out, ::testing::ContainsRegex("tensors spilled, [0-9]+ of them fetched twice"));
 
   const CommandResult once = Spillway("plan " + workload + " --fetch-once --json");
   ASSERT_EQ(once.exit_code, 0) << once.out;
@@ -276,6 +277,10 @@ TEST(Cli, APlanThatFetchesTwiceGetsNoGapToTheBoundAndFetchOnceKeepsToTheBoundsPl
   EXPECT_FALSE(result.at("feasible").get<bool>());
   EXPECT_NE(result.at("backward_order"), "lookahead");
   EXPECT_GT(result.at("smallest_arena_bytes").get<int64_t>(), int64_t{2} << 30);
+  EXPECT_EQ(result.at("refetched_tensors"), 0);
+  const CommandResult twice = Spillway("plan " + workload + " --json");
+  ASSERT_EQ(twice.exit_code, 0) << twice.out;
+  EXPECT_GT(nlohmann::json::parse(twice.out).at("refetched_tensors").get<int>(), 0);
 }
 
 // A graph with its own costs: three forward nodes of 1 ms and 256 MiB each,

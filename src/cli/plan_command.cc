@@ -234,9 +234,11 @@ void PrintPlan(std::ostream& out, const session::PlanningSession& session,
   fmt::print(out, "Step time    {:.4g} s predicted, none {:.4g} s: overhead {}\n",
              simulation.step_time_s, none.best.step_time_s(),
              Percent(simulation.step_time_s / none.best.step_time_s() - 1.0));
-  fmt::print(out, "Transfers    {} to host, {} back ({} tensors spilled)\n",
+  const int refetched = plan.CountRefetched();
+  fmt::print(out, "Transfers    {} to host, {} back ({} tensors spilled{})\n",
              FormatBytes(simulation.d2h_bytes), FormatBytes(simulation.h2d_bytes),
-             plan.Count(program::Decision::kSpill));
+             plan.Count(program::Decision::kSpill),
+             refetched > 0 ? fmt::format(", {} of them fetched twice", refetched) : "");
   fmt::print(out, "Recompute    {}FLOP in {:.3g} s ({} tensors)\n",
              FormatCount(static_cast<double>(simulation.recompute_flops)), simulation.recompute_s,
              plan.Count(program::Decision::kRecompute));

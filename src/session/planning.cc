@@ -208,6 +208,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
       {"compute_stall_other_s",
        simulation.compute_stalls.spill_s + simulation.compute_stalls.other_s},
       {"spilled_tensors", plan.Count(program::Decision::kSpill)},
+      {"refetched_tensors", plan.CountRefetched()},
       {"recomputed_tensors", plan.Count(program::Decision::kRecompute)},
       {"planning_ms", result.planning_s * 1e3},
       {"evaluations", result.evaluations},
