@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "planner/policies.h"
-#include "planner/refetch.h"
+#include "program/rewriter.h"
 #include "support/status_macros.h"
 
 namespace spillway::planner {
@@ -494,7 +494,7 @@ class HybridPlanner {
   // the most bytes per second of cost, until the arena fits or nothing is left.
   absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current) {
     while (!context_.Fits(current)) {
-      const int peak = LiveBytesPeakStep(current.program);
+      const int peak = program::LiveBytesPeakStep(current.program);
       const int64_t excess = current.arena_bytes() - context_.budget_bytes();
       std::vector<size_t> order;
       for (size_t i = 0; i < candidates_.size(); ++i) {

@@ -53,10 +53,10 @@ absl::StatusOr<int64_t> FloorInOrder(const ir::Graph& graph,
     return BuiltPlan{std::move(plan), std::move(program)};
   };
   ASSIGN_OR_RETURN(BuiltPlan start, build(std::move(freeing)));
+  if (!fetch_twice) return start.arena_bytes();
   const PeakRefetcher refetcher(graph, schedule, host_link);
-  const int rounds = fetch_twice ? SwapOptions{}.refetch_rounds : 0;
   ASSIGN_OR_RETURN(BuiltPlan lowest,
-                   refetcher.Lower<BuiltPlan>(std::move(start), rounds, build,
+                   refetcher.Lower<BuiltPlan>(std::move(start), SwapOptions{}.refetch_rounds, build,
                                               [](const BuiltPlan&) { return false; }));
   return lowest.arena_bytes();
 }

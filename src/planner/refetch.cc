@@ -4,24 +4,6 @@
 
 namespace spillway::planner {
 
-int LiveBytesPeakStep(const program::Program& program) {
-  int64_t live = 0;
-  int64_t peak = -1;
-  int step = 0;
-  for (const program::Instruction& instruction : program.instructions) {
-    if (instruction.kind == program::InstructionKind::kAlloc) {
-      live += program.buffer(instruction.buffer).bytes;
-      if (live > peak) {
-        peak = live;
-        step = instruction.step;
-      }
-    } else if (instruction.kind == program::InstructionKind::kFree) {
-      live -= program.buffer(instruction.buffer).bytes;
-    }
-  }
-  return step;
-}
-
 PeakRefetcher::PeakRefetcher(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule,
                              bool host_link)
     : graph_(graph),
@@ -39,7 +21,7 @@ PeakRefetcher::PeakRefetcher(const ir::Graph& graph, const std::vector<ir::NodeI
 std::optional<program::Plan> PeakRefetcher::DropAcrossPeak(const program::Plan& plan,
                                                            const program::Program& program) const {
   if (!host_link_) return std::nullopt;
-  const int peak = LiveBytesPeakStep(program);
+  const int peak = program::LiveBytesPeakStep(program);
   program::Plan trial = plan;
   bool changed = false;
   for (const ir::Value& value : graph_.values()) {

@@ -21,10 +21,6 @@
 
 namespace spillway::planner {
 
-// The step at which the most device bytes are allocated at once, in program
-// order (the first such step).
-int LiveBytesPeakStep(const program::Program& program);
-
 class PeakRefetcher {
  public:
   // `host_link`: whether anything may be spilled at all.

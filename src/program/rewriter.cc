@@ -644,19 +644,38 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
   ApplyLayout(program, global.arena_bytes < online.arena_bytes ? global : online);
 }
 
-int64_t LiveBytesPeak(const Program& program) {
+namespace {
+
+// The most device bytes allocated at once, in program order, and the step of
+// the first alloc that reaches it.
+struct LivePeak {
+  int64_t bytes = 0;
+  int step = 0;
+};
+
+LivePeak FindLivePeak(const Program& program) {
   int64_t live = 0;
-  int64_t peak = 0;
+  LivePeak peak;
+  bool any = false;
   // The same allocs and frees LayOut hands the heap (host buffers have none).
   for (const Instruction& instruction : program.instructions) {
     if (instruction.kind == InstructionKind::kAlloc) {
       live += program.buffer(instruction.buffer).bytes;
-      peak = std::max(peak, live);
+      if (!any || live > peak.bytes) {
+        peak = {std::max<int64_t>(live, 0), instruction.step};
+        any = true;
+      }
     } else if (instruction.kind == InstructionKind::kFree) {
       live -= program.buffer(instruction.buffer).bytes;
     }
   }
   return peak;
 }
+
+}  // namespace
+
+int64_t LiveBytesPeak(const Program& program) { return FindLivePeak(program).bytes; }
+
+int LiveBytesPeakStep(const Program& program) { return FindLivePeak(program).step; }
 
 }  // namespace spillway::program

@@ -70,6 +70,8 @@ void LayOutArena(Program& program, int64_t enough_bytes = 0,
 // The most device bytes allocated at once, in program order: no layout's
 // arena is smaller.
 int64_t LiveBytesPeak(const Program& program);
+// The step at which that peak is first reached.
+int LiveBytesPeakStep(const Program& program);
 
 // Rewrite, then the smaller of the BestFitHeap and DecreasingSizeBestFitHeap
 // layouts. When the best-fit arena is at most `enough_bytes`, the second
