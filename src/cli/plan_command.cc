@@ -153,16 +153,22 @@ void PrintBound(std::ostream& out, const planner::PlanResult::Bound& bound,
   const std::string how =
       fmt::format("{} by {} in {:.2f} s, {} columns, {} rows", ended, alone ? "an LP (Clp)" : "CBC",
                   bound.solve_s, bound.columns, bound.rows);
+  const bool refetching =
+      plan != nullptr && plan->feasible && !planner::BoundCovers(plan->best.plan);
   if (!std::isfinite(bound.step_s)) {
-    fmt::print(out, "Bound        no plan fits this budget ({})\n", how);
-    return;
+    // The bound covers plans that fetch each tensor once; this one does not.
+    fmt::print(out, "Bound        no plan {}fits this budget ({})\n",
+               refetching ? "that fetches each tensor once " : "", how);
+  } else {
+    fmt::print(out, "Bound        no plan that fits steps faster than {:.4g} s ({})\n",
+               bound.step_s, how);
   }
-  fmt::print(out, "Bound        no plan that fits steps faster than {:.4g} s ({})\n", bound.step_s,
-             how);
   if (plan != nullptr && plan->feasible) {
-    if (planner::BoundCovers(plan->best.plan)) {
-      fmt::print(out, "Gap          this plan is within {} of that bound\n",
-                 Percent(plan->best.step_time_s() / bound.step_s - 1.0));
+    if (!refetching) {
+      if (std::isfinite(bound.step_s)) {
+        fmt::print(out, "Gap          this plan is within {} of that bound\n",
+                   Percent(planner::GapToBound(plan->best.step_time_s(), bound.step_s)));
+      }
     } else {
       fmt::print(out,
                  "Gap          none: this plan fetches {} tensors twice, which the bound does not "
@@ -412,7 +418,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
                  FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s,
                  !bound_s.has_value() ? ""
                  : planner::BoundCovers(result.best.plan)
-                     ? fmt::format(" {:>9}", Percent(s.step_time_s / *bound_s - 1.0))
+                     ? fmt::format(" {:>9}", Percent(planner::GapToBound(s.step_time_s, *bound_s)))
                      : fmt::format(" {:>9}", "-"));
       uncovered = uncovered || !planner::BoundCovers(result.best.plan);
     }

@@ -241,7 +241,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
     if (std::isfinite(bound.step_s)) {
       entry["step_time_s"] = bound.step_s;
       if (result.feasible && planner::BoundCovers(result.best.plan)) {
-        entry["gap"] = simulation.step_time_s / bound.step_s - 1.0;
+        entry["gap"] = planner::GapToBound(simulation.step_time_s, bound.step_s);
       }
     } else {
       entry["step_time_s"] = nullptr;
@@ -269,7 +269,7 @@ nlohmann::json ComparisonToJson(const Comparison& comparison, int64_t budget_byt
   for (const planner::PlanResult& result : comparison.results) {
     list.push_back(PlanResultToJson(result, comparison.none(), swap, budget_bytes));
     if (bound_s.has_value() && result.feasible && planner::BoundCovers(result.best.plan)) {
-      list.back()["gap_to_bound"] = result.best.step_time_s() / *bound_s - 1.0;
+      list.back()["gap_to_bound"] = planner::GapToBound(result.best.step_time_s(), *bound_s);
     }
   }
   return list;
