@@ -19,12 +19,35 @@ using ir::OpKind;
 using ir::ValueId;
 
 GradientContext::GradientContext(ir::Graph& graph, ir::Node node, std::vector<ValueId> output_grads,
-                                 std::vector<bool> wants_input_grad)
+                                 std::vector<bool> wants_input_grad,
+                                 std::vector<std::vector<ValueId>> earlier_grads)
     : graph_(graph),
       node_(std::move(node)),
       output_grads_(std::move(output_grads)),
       wants_input_grad_(std::move(wants_input_grad)),
-      input_grads_(node_.inputs.size(), kInvalidValue) {}
+      input_grads_(node_.inputs.size(), kInvalidValue),
+      earlier_grads_(std::move(earlier_grads)),
+      took_(node_.inputs.size(), false) {
+  earlier_grads_.resize(node_.inputs.size());
+}
+
+ValueId GradientContext::TakeEarlierGrads(size_t input) {
+  const std::vector<ValueId>& earlier = earlier_grads_[input];
+  if (!status_.ok() || !wants(input) || earlier.empty()) return kInvalidValue;
+  ValueId sum = earlier.front();
+  if (earlier.size() > 1) {
+    absl::StatusOr<ir::NodeId> added = graph_.AddNode(
+        OpKind::kAddN, earlier, {},
+        "grad/" + graph_.value(node_.inputs[input]).name + ".accumulate", ir::Phase::kBackward);
+    if (!added.ok()) {
+      status_ = Annotate(added.status(), fmt::format("gradient of node '{}'", node_.name));
+      return kInvalidValue;
+    }
+    sum = graph_.node(*added).outputs.front();
+  }
+  took_[input] = true;
+  return sum;
+}
 
 std::vector<ValueId> GradientContext::Emit(OpKind op, std::vector<ValueId> inputs, AttrMap attrs,
                                            const std::string& suffix) {
@@ -107,7 +130,13 @@ void Conv2dGrad(GradientContext& c) {
   const ir::TensorType& x = c.type(c.input(0));
   const ir::TensorType& w = c.type(c.input(1));
   if (c.wants(0)) {
-    c.SetInputGrad(0, c.EmitOne(OpKind::kConv2dBackwardData, {c.dy(), c.input(1)},
+    // The other consumers' gradients of x so far are added in by the kernel
+    // (into their buffer), so they and this product are never live apart.
+    std::vector<ValueId> inputs = {c.dy(), c.input(1)};
+    if (const ValueId earlier = c.TakeEarlierGrads(0); earlier != kInvalidValue) {
+      inputs.push_back(earlier);
+    }
+    c.SetInputGrad(0, c.EmitOne(OpKind::kConv2dBackwardData, std::move(inputs),
                                 With(attrs, "input_shape", x.shape), ".data"));
   }
   if (c.wants(1)) {
@@ -369,8 +398,10 @@ absl::Status ApplyGradientRule(GradientContext& c) {
       UnaryFromOutput(c, OpKind::kClipBackward, Only(attrs, {"min", "max"}));
       break;
     case OpKind::kMaxPool:
-      c.SetInputGrad(
-          0, c.EmitOne(OpKind::kMaxPoolBackward, {c.dy(), c.input(0), c.output(0)}, attrs, ""));
+      // From x alone: the kernel finds each window's maximum again, so the
+      // pooled output need not be kept for it (its bytes at a ResNet's stem
+      // are a quarter of the stem's).
+      c.SetInputGrad(0, c.EmitOne(OpKind::kMaxPoolBackward, {c.dy(), c.input(0)}, attrs, ""));
       break;
     case OpKind::kAvgPool:
       ShapeOnlyGrad(c, OpKind::kAvgPoolBackward);

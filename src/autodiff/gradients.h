@@ -13,8 +13,11 @@ namespace spillway::autodiff {
 // What a rule sees and emits. `node` is a copy: the graph grows while the rule runs.
 class GradientContext {
  public:
+  // `earlier_grads[i]`, when given, lists the gradients of input i that its
+  // other consumers (those later in the forward order) contributed so far.
   GradientContext(ir::Graph& graph, ir::Node node, std::vector<ir::ValueId> output_grads,
-                  std::vector<bool> wants_input_grad);
+                  std::vector<bool> wants_input_grad,
+                  std::vector<std::vector<ir::ValueId>> earlier_grads = {});
 
   const ir::Node& node() const { return node_; }
   const ir::TensorType& type(ir::ValueId value) const { return graph_.value(value).type; }
@@ -33,6 +36,14 @@ class GradientContext {
   // it to `target`'s type. Returns `grad` when the shapes already agree.
   ir::ValueId ReduceTo(ir::ValueId grad, const ir::TensorType& target, const std::string& suffix);
 
+  // For a rule whose op can add into its result (conv2d_backward_data's acc
+  // input): the sum of input i's earlier gradients, or ir::kInvalidValue if
+  // there are none. The rule's gradient of input i then includes them, and
+  // replaces them (took_earlier_grads). Summed in the order they came, so the
+  // total is the add_n the caller would otherwise emit, bit for bit.
+  ir::ValueId TakeEarlierGrads(size_t input);
+  bool took_earlier_grads(size_t input) const { return took_[input]; }
+
   void SetInputGrad(size_t input, ir::ValueId grad);
   const std::vector<ir::ValueId>& input_grads() const { return input_grads_; }
   const absl::Status& status() const { return status_; }
@@ -43,6 +54,8 @@ class GradientContext {
   std::vector<ir::ValueId> output_grads_;
   std::vector<bool> wants_input_grad_;
   std::vector<ir::ValueId> input_grads_;
+  std::vector<std::vector<ir::ValueId>> earlier_grads_;
+  std::vector<bool> took_;
   absl::Status status_;
 };
 

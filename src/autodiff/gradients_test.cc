@@ -138,7 +138,7 @@ std::vector<RuleCase> RuleCases() {
                                  {{"kernel", IntList{2, 2}}}, "y");
                    },
                    {OpKind::kMaxPoolBackward},
-                   {"x", "y"}});
+                   {"x"}});
   cases.push_back(
       {"avg_pool_padded",
        [](ir::GraphBuilder& b) {

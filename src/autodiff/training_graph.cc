@@ -196,11 +196,17 @@ absl::StatusOr<TrainingGraph> BuildTrainingGraph(const ir::Graph& forward,
           fmt::format("node '{}': op {} is on the path to the loss but has no gradient rule",
                       node.name, ir::OpName(node.op)));
     }
-    GradientContext context(graph, node, output_grads, wants);
+    std::vector<std::vector<ValueId>> earlier;
+    for (ValueId in : node.inputs) earlier.push_back(partials[static_cast<size_t>(in)]);
+    GradientContext context(graph, node, output_grads, wants, std::move(earlier));
     RETURN_IF_ERROR(ApplyGradientRule(context));
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const ValueId grad = context.input_grads()[i];
-      if (grad != kInvalidValue) partials[static_cast<size_t>(node.inputs[i])].push_back(grad);
+      if (grad == kInvalidValue) continue;
+      std::vector<ValueId>& list = partials[static_cast<size_t>(node.inputs[i])];
+      // A rule that added the earlier partials into its gradient replaces them.
+      if (context.took_earlier_grads(i)) list.clear();
+      list.push_back(grad);
     }
   }
 

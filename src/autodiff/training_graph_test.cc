@@ -155,10 +155,17 @@ TEST(TrainingGraph, TheSeedIsAFillOfOneAndNodesAreNamedAfterTheForward) {
   EXPECT_FALSE(graph.FindNode("bwd/conv.data").has_value());
 }
 
-TEST(TrainingGraph, AResidualFanOutAccumulatesWithOneAddN) {
+// The number of nodes of `op` in `graph`.
+int CountOp(const ir::Graph& graph, OpKind op) {
+  return static_cast<int>(std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                                        [&](const ir::Node& node) { return node.op == op; }));
+}
+
+TEST(TrainingGraph, AResidualFanOutAddsIntoTheConvolutionsInputGradient) {
   // h = relu(conv_a(x)); out = conv_b(h) + h: h has two differentiated
-  // consumers, so its gradient is the add_n of conv_b's data gradient and the
-  // add's pass-through, and relu_backward reads that sum.
+  // consumers. The add's pass-through comes first (the add is later in the
+  // forward), and conv_b's data gradient adds it in as its third input, so
+  // relu_backward reads that sum and no add_n is needed.
   ir::Graph graph("residual");
   ir::GraphBuilder b(graph);
   const ValueId x = b.Input("x", ir::Activation({1, 4, 4, 4}));
@@ -176,25 +183,78 @@ TEST(TrainingGraph, AResidualFanOutAccumulatesWithOneAddN) {
 
   const TrainingGraph training = Build(graph);
   const ir::Graph& result = training.graph;
-  const std::optional<ir::NodeId> accumulate = result.FindNode("grad/h.accumulate");
-  ASSERT_TRUE(accumulate.has_value());
-  const ir::Node& add_n = result.node(*accumulate);
-  EXPECT_EQ(add_n.op, OpKind::kAddN);
-  EXPECT_EQ(add_n.phase, ir::Phase::kBackward);
-  ASSERT_EQ(add_n.inputs.size(), 2u);
-  std::set<std::string> partials = {result.value(add_n.inputs[0]).name,
-                                    result.value(add_n.inputs[1]).name};
+  const ir::Node& conv_b_data = result.node(*result.FindNode("bwd/conv_b.data"));
+  EXPECT_EQ(conv_b_data.op, OpKind::kConv2dBackwardData);
+  ASSERT_EQ(conv_b_data.inputs.size(), 3u);
   // The add passes dy through unchanged: its partial is the residual's gradient itself.
-  const ir::NodeId conv_b_data = *result.FindNode("bwd/conv_b.data");
-  EXPECT_TRUE(partials.contains(result.value(result.node(conv_b_data).outputs[0]).name));
-  EXPECT_EQ(result.value(add_n.outputs[0]).type, graph.value(h).type);
+  const ir::Node& pool_backward = result.node(result.value(conv_b_data.inputs[2]).producer);
+  EXPECT_EQ(pool_backward.op, OpKind::kGlobalAvgPoolBackward);
+  EXPECT_EQ(conv_b_data.inputs[0], conv_b_data.inputs[2]);
   const ir::Node& relu_backward = result.node(*result.FindNode("bwd/h"));
   EXPECT_EQ(relu_backward.op, OpKind::kReluBackward);
-  EXPECT_EQ(relu_backward.inputs[0], add_n.outputs[0]);
-  // Exactly one accumulation: no other value has two consumers on the path.
-  int add_n_nodes = 0;
-  for (const ir::Node& node : result.nodes()) add_n_nodes += node.op == OpKind::kAddN ? 1 : 0;
-  EXPECT_EQ(add_n_nodes, 1);
+  EXPECT_EQ(relu_backward.inputs[0], conv_b_data.outputs[0]);
+  EXPECT_FALSE(result.FindNode("grad/h.accumulate").has_value());
+  EXPECT_EQ(CountOp(result, OpKind::kAddN), 0);
+}
+
+TEST(TrainingGraph, AConvolutionBeforeTheOtherConsumerLeavesTheSumToAddN) {
+  // out = relu(h) + conv_b(h), conv_b after the relu in the forward: conv_b's
+  // data gradient comes first, so there is nothing yet to add into it, and
+  // the relu's gradient comes after; add_n sums the two.
+  ir::Graph graph("late_conv");
+  ir::GraphBuilder b(graph);
+  const ValueId h = b.Parameter("h", ir::Activation({1, 4, 4, 4}));
+  const ValueId labels = b.Input("labels", ir::I64({1}));
+  const ValueId wb = b.Parameter("conv_b.weight", ir::F32({4, 3, 3, 4}));
+  const ValueId relu = b.Op(OpKind::kRelu, {h}, {}, "relu");
+  const ValueId conv =
+      b.Op(OpKind::kConv2d, {h, wb}, {{"pads", ir::IntList{1, 1, 1, 1}}}, "conv_b");
+  const ValueId sum = b.Op(OpKind::kAdd, {relu, conv}, {}, "residual");
+  const ValueId pooled =
+      b.Op(OpKind::kFlatten, {b.Op(OpKind::kGlobalAvgPool, {sum}, {}, "pool")}, {}, "features");
+  b.Output(b.Op(OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+  ASSERT_TRUE(b.ok()) << b.status();
+
+  const TrainingGraph training = Build(graph);
+  const ir::Graph& result = training.graph;
+  EXPECT_EQ(result.node(*result.FindNode("bwd/conv_b.data")).inputs.size(), 2u);
+  const ir::Node& add_n = result.node(result.value(training.param_grads.at(h)).producer);
+  EXPECT_EQ(add_n.op, OpKind::kAddN);
+  EXPECT_EQ(add_n.name, "grad/h.accumulate");
+  EXPECT_EQ(add_n.inputs.size(), 2u);
+}
+
+TEST(TrainingGraph, ADownsamplingBlocksTwoInputGradientsShareOneBuffer) {
+  // x feeds a main 1x1 convolution and a 1x1 stride-2 shortcut, as in a
+  // ResNet block that changes resolution: the shortcut (later in the
+  // forward) gives the first gradient of x, and the main branch's data
+  // gradient adds it in, so the two x-sized gradients are never live apart.
+  ir::Graph graph("downsample");
+  ir::GraphBuilder b(graph);
+  const ValueId x = b.Parameter("x", ir::Activation({1, 8, 8, 4}));
+  const ValueId labels = b.Input("labels", ir::I64({1}));
+  const ValueId w_main = b.Parameter("main.weight", ir::F32({8, 3, 3, 4}));
+  const ValueId w_short = b.Parameter("shortcut.weight", ir::F32({8, 1, 1, 4}));
+  const ir::AttrMap stride2 = {{"strides", ir::IntList{2, 2}}};
+  const ValueId main =
+      b.Op(OpKind::kConv2d, {x, w_main},
+           {{"strides", ir::IntList{2, 2}}, {"pads", ir::IntList{1, 1, 1, 1}}}, "main");
+  const ValueId shortcut = b.Op(OpKind::kConv2d, {x, w_short}, stride2, "shortcut");
+  const ValueId sum = b.Op(OpKind::kAdd, {main, shortcut}, {}, "block");
+  const ValueId pooled =
+      b.Op(OpKind::kFlatten, {b.Op(OpKind::kGlobalAvgPool, {sum}, {}, "pool")}, {}, "features");
+  b.Output(b.Op(OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+  ASSERT_TRUE(b.ok()) << b.status();
+
+  const TrainingGraph training = Build(graph);
+  const ir::Graph& result = training.graph;
+  const ir::Node& shortcut_data = result.node(*result.FindNode("bwd/shortcut.data"));
+  const ir::Node& main_data = result.node(*result.FindNode("bwd/main.data"));
+  EXPECT_EQ(shortcut_data.inputs.size(), 2u);
+  ASSERT_EQ(main_data.inputs.size(), 3u);
+  EXPECT_EQ(main_data.inputs[2], shortcut_data.outputs[0]);
+  EXPECT_EQ(training.param_grads.at(x), main_data.outputs[0]);
+  EXPECT_EQ(CountOp(result, OpKind::kAddN), 0);
 }
 
 TEST(TrainingGraph, AParameterUsedTwiceAccumulatesItsGradient) {

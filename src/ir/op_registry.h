@@ -69,12 +69,23 @@ struct OpDef {
   // that nothing reads afterwards: it reads element i of every input before it
   // writes element i (elementwise ops). The rewriter donates such buffers.
   bool may_overwrite_inputs = false;
+  // With may_overwrite_inputs: the one input whose buffer the first output
+  // may take (conv2d_backward_data's accumulator, which it reads before it
+  // writes; its other inputs it reads throughout); -1: any input.
+  int overwritable_input = -1;
   // No kernel: the op exists to be planned and simulated (a node of a
   // cost-annotated graph). Backends refuse it; coverage checks skip it.
   bool planning_only = false;
   ValidateFn validate = nullptr;  // may be null: no attributes to check
   InferFn infer = nullptr;
   CostFn cost = nullptr;  // null: bytes of inputs and outputs, no FLOPs
+
+  // Whether the first output may be written over input `input` (of the
+  // output's type and dead after this node: the caller checks that).
+  bool MayOverwrite(size_t input) const {
+    return may_overwrite_inputs &&
+           (overwritable_input < 0 || input == static_cast<size_t>(overwritable_input));
+  }
 };
 
 // The definition of an op; every OpKind has one.

@@ -102,7 +102,9 @@ TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
       }
       if (previous_feasible) {
         EXPECT_TRUE(hybrid.feasible) << "hybrid fitted a smaller budget";
-        EXPECT_LE(hybrid.best.step_time_s(), previous_step)
+        // Up to the simulator's rounding: the same plan in two backward
+        // orders (all kept, say) sums its step in another order.
+        EXPECT_LE(hybrid.best.step_time_s(), previous_step * (1 + 1e-12))
             << "hybrid is slower than at the previous, smaller budget";
       }
       previous_feasible = hybrid.feasible;

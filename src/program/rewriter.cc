@@ -339,14 +339,25 @@ class Rewriter {
 
   // An input buffer the node's first output can be written over: the op
   // allows it, the input is of the output's type, nothing reads it after this
-  // step, and no copy reads it (a spill still in flight would see the new
-  // contents). Saves an allocation for every relu, add and gradient sum.
+  // step, no copy reads it (a spill still in flight would see the new
+  // contents), and the node does not also read it as an input it may not
+  // write over (a convolution's dy that is its acc too). Saves an
+  // allocation for every relu, add and gradient sum.
   BufferId Donation(const ir::Node& node, size_t output, const BufferIds& reads, int step) const {
-    if (output != 0 || !ir::GetOpDef(node.op).may_overwrite_inputs) return kNoBuffer;
+    const ir::OpDef& def = ir::GetOpDef(node.op);
+    if (output != 0 || !def.may_overwrite_inputs) return kNoBuffer;
     const ir::TensorType& type = graph_.value(node.outputs[0]).type;
+    const auto read_elsewhere = [&](BufferId buffer) {
+      for (size_t j = 0; j < reads.size(); ++j) {
+        if (reads[j] == buffer && !def.MayOverwrite(j)) return true;
+      }
+      return false;
+    };
     for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (!def.MayOverwrite(k)) continue;
       const ir::ValueId input = node.inputs[k];
       const BufferId buffer = reads[k];
+      if (read_elsewhere(buffer)) continue;
       const Buffer& candidate = program_.buffer(buffer);
       if (candidate.persistent || read_by_copy_[static_cast<size_t>(buffer)]) continue;
       if (graph_.value(input).type != type || is_output_[static_cast<size_t>(input)]) continue;

@@ -9,6 +9,7 @@
 
 #include "autodiff/saved_tensors.h"
 #include "autodiff/training_graph.h"
+#include "ir/builder.h"
 #include "models/models.h"
 #include "program/test_graphs.h"
 #include "program/verifier.h"
@@ -286,6 +287,53 @@ TEST(Rewriter, RecomputedBatchNormReadsItsSavedStatistics) {
     EXPECT_EQ(recompute.writes[4], kNoBuffer);
   }
   EXPECT_GT(batch_norms, 0);
+}
+
+// conv2d_backward_data with acc (autodiff's sum of a value's gradients)
+// writes dx over acc's buffer where acc dies there, and never over dy's or
+// w's, which it reads throughout; not even where acc is dy itself.
+TEST(Rewriter, AnAccumulatingInputGradientTakesOnlyTheAccumulatorsBuffer) {
+  const autodiff::TrainingGraph resnet = TrainingModel("resnet18", 32);
+  const Program program = BuildVerified(resnet.graph, Plan("none", resnet.graph));
+  int accumulating = 0;
+  int over_acc = 0;
+  for (size_t i : IndicesOf(program, InstructionKind::kCompute)) {
+    const Instruction& compute = program.instructions[i];
+    const ir::Node& node = resnet.graph.node(compute.node);
+    if (node.op != ir::OpKind::kConv2dBackwardData || node.inputs.size() != 3) continue;
+    ++accumulating;
+    EXPECT_NE(compute.writes[0], compute.reads[0]) << node.name;
+    EXPECT_NE(compute.writes[0], compute.reads[1]) << node.name;
+    over_acc += compute.writes[0] == compute.reads[2] ? 1 : 0;
+  }
+  EXPECT_GT(accumulating, 0);
+  EXPECT_GT(over_acc, 0);
+
+  // h = relu(conv_a(x)); out = conv_b(h) + h: conv_b's dy is the add's
+  // pass-through, which is also its acc.
+  ir::Graph graph("residual");
+  ir::GraphBuilder b(graph);
+  const ir::ValueId x = b.Input("x", ir::Activation({1, 4, 4, 4}));
+  const ir::ValueId labels = b.Input("labels", ir::I64({1}));
+  const ir::AttrMap same = {{"pads", ir::IntList{1, 1, 1, 1}}};
+  const ir::ValueId h = b.Op(
+      ir::OpKind::kRelu,
+      {b.Op(ir::OpKind::kConv2d, {x, b.Parameter("wa", ir::F32({4, 3, 3, 4}))}, same, "conv_a")},
+      {}, "h");
+  const ir::ValueId conv_b =
+      b.Op(ir::OpKind::kConv2d, {h, b.Parameter("wb", ir::F32({4, 3, 3, 4}))}, same, "conv_b");
+  const ir::ValueId sum = b.Op(ir::OpKind::kAdd, {conv_b, h}, {}, "residual");
+  const ir::ValueId pooled = b.Op(
+      ir::OpKind::kFlatten, {b.Op(ir::OpKind::kGlobalAvgPool, {sum}, {}, "pool")}, {}, "features");
+  b.Output(b.Op(ir::OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(graph, {});
+  ASSERT_TRUE(training.ok()) << training.status();
+  const Program residual = BuildVerified(training->graph, Plan("none", training->graph));
+  const Instruction& compute = residual.instructions[ComputeOf(residual, "bwd/conv_b.data")];
+  ASSERT_EQ(compute.reads.size(), 3u);
+  EXPECT_EQ(compute.reads[0], compute.reads[2]);
+  EXPECT_NE(compute.writes[0], compute.reads[0]);
 }
 
 class EveryModel : public ::testing::TestWithParam<std::string> {};

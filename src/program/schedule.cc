@@ -37,8 +37,10 @@ constexpr ir::ValueId kNoDonor = -1;
 // The list schedule's view of the step's memory as backward nodes run.
 class BackwardWorkingSet {
  public:
-  BackwardWorkingSet(const ir::Graph& graph, const std::vector<ir::NodeId>& block)
+  BackwardWorkingSet(const ir::Graph& graph, const std::vector<ir::NodeId>& block,
+                     bool fetch_per_read)
       : graph_(graph),
+        fetch_per_read_(fetch_per_read),
         readers_left_(static_cast<size_t>(graph.num_values()), 0),
         read_after_(static_cast<size_t>(graph.num_values()), false),
         resident_(static_cast<size_t>(graph.num_values()), false) {
@@ -70,7 +72,10 @@ class BackwardWorkingSet {
       if (!Counted(input)) return;
       const size_t v = static_cast<size_t>(input);
       if (!resident_[v]) effect.fetched += Bytes(input);
-      if (readers_left_[v] == 1 && !read_after_[v] && input != donor) effect.growth -= Bytes(input);
+      const bool dropped = fetch_per_read_ && Saved(input);
+      if ((dropped || (readers_left_[v] == 1 && !read_after_[v])) && input != donor) {
+        effect.growth -= Bytes(input);
+      }
     });
     effect.needs = effect.fetched;
     for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -84,7 +89,7 @@ class BackwardWorkingSet {
   void Run(const ir::Node& node) {
     ForEachDistinctInput(node, [&](ir::ValueId input) {
       const size_t v = static_cast<size_t>(input);
-      resident_[v] = readers_left_[v] > 1 || read_after_[v];
+      resident_[v] = (readers_left_[v] > 1 || read_after_[v]) && !(fetch_per_read_ && Saved(input));
       --readers_left_[v];
     });
     for (ir::ValueId output : node.outputs) resident_[static_cast<size_t>(output)] = true;
@@ -130,12 +135,28 @@ class BackwardWorkingSet {
 
   int64_t Bytes(ir::ValueId value) const { return graph_.value(value).type.bytes(); }
 
+  // A forward value the backward pass reads: a saved tensor.
+  bool Saved(ir::ValueId value) const {
+    const ir::NodeId producer = graph_.value(value).producer;
+    return producer != ir::kNoNode && graph_.node(producer).phase == ir::Phase::kForward;
+  }
+
   // The input whose buffer the node's first output would take, as the
   // rewriter's donation does: same type, read here for the last time.
   ir::ValueId Donor(const ir::Node& node) const {
-    if (node.outputs.empty() || !ir::GetOpDef(node.op).may_overwrite_inputs) return kNoDonor;
+    const ir::OpDef& def = ir::GetOpDef(node.op);
+    if (node.outputs.empty() || !def.may_overwrite_inputs) return kNoDonor;
     const ir::TensorType& type = graph_.value(node.outputs[0]).type;
-    for (ir::ValueId input : node.inputs) {
+    const auto read_elsewhere = [&](ir::ValueId value) {
+      for (size_t j = 0; j < node.inputs.size(); ++j) {
+        if (node.inputs[j] == value && !def.MayOverwrite(j)) return true;
+      }
+      return false;
+    };
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (!def.MayOverwrite(k)) continue;
+      const ir::ValueId input = node.inputs[k];
+      if (read_elsewhere(input)) continue;
       const size_t v = static_cast<size_t>(input);
       if (Counted(input) && resident_[v] && readers_left_[v] == 1 && !read_after_[v] &&
           graph_.value(input).type == type) {
@@ -146,6 +167,7 @@ class BackwardWorkingSet {
   }
 
   const ir::Graph& graph_;
+  const bool fetch_per_read_;      // a saved tensor is fetched for each read, dropped after it
   std::vector<int> readers_left_;  // distinct backward readers not yet run
   std::vector<bool> read_after_;   // read by an update node or a graph output
   std::vector<bool> resident_;     // on the device now, in this model
@@ -182,46 +204,69 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
     }
   }
 
-  BackwardWorkingSet working_set(graph, block);
+  BackwardWorkingSet working_set(graph, block, /*fetch_per_read=*/look_ahead);
+  const int steps = look_ahead ? 2 : 1;
   std::vector<int> ready;  // positions, kept sorted so ties go to the earliest
   for (size_t i = 0; i < n; ++i) {
     if (pending[i] == 0) ready.push_back(static_cast<int>(i));
   }
   std::vector<ir::NodeId> order;
   order.reserve(n);
-  // The key a node is chosen by (the least first). One step: the fewest new
-  // bytes while it runs, then the least growth, then the fewest saved bytes
-  // brought back. Two steps, with the node ready after it that grows least
-  // (then needs least): the most bytes the two add at once (its own new
-  // bytes, or its growth and the next node's new bytes), then their growth
-  // together, then its own growth, new bytes and saved bytes.
+  // The key a node is chosen by (the least first): the node, then up to
+  // `steps - 1` more, each the ready node that grows least (then needs
+  // least), run on trial. The most bytes the run adds at once, then its
+  // growth, then the node's own growth, new bytes and saved bytes brought
+  // back. One step is the fewest new bytes, then the least growth, then the
+  // fewest saved bytes.
   using Key = std::array<int64_t, 5>;
+  struct TrialStep {
+    int at;
+    BackwardWorkingSet::Snapshot snapshot;
+  };
+  std::vector<TrialStep> trial;
+  std::vector<int> trial_ready;
   auto key_of = [&](size_t r) -> Key {
-    const int at = ready[r];
-    const ir::Node& node = graph.node(block[static_cast<size_t>(at)]);
-    const BackwardWorkingSet::Effect effect = working_set.EffectOf(node);
-    if (!look_ahead) return {effect.needs, effect.growth, effect.fetched, 0, 0};
-    const BackwardWorkingSet::Snapshot snapshot = working_set.Save(node);
-    working_set.Run(node);
-    std::optional<int64_t> next;
-    int64_t next_needs = 0;
-    auto consider = [&](int candidate) {
-      const BackwardWorkingSet::Effect e =
-          working_set.EffectOf(graph.node(block[static_cast<size_t>(candidate)]));
-      if (!next || std::pair(e.growth, e.needs) < std::pair(*next, next_needs)) {
-        next = e.growth;
-        next_needs = e.needs;
+    const BackwardWorkingSet::Effect first =
+        working_set.EffectOf(graph.node(block[static_cast<size_t>(ready[r])]));
+    if (steps <= 1) return {first.needs, first.growth, first.fetched, 0, 0};
+    int64_t added = 0;
+    int64_t peak = 0;
+    auto run = [&](int at, const BackwardWorkingSet::Effect& effect) {
+      const ir::Node& node = graph.node(block[static_cast<size_t>(at)]);
+      peak = std::max(peak, added + effect.needs);
+      added += effect.growth;
+      trial.push_back({at, working_set.Save(node)});
+      working_set.Run(node);
+      for (int successor : successors[static_cast<size_t>(at)]) {
+        if (--pending[static_cast<size_t>(successor)] == 0) trial_ready.push_back(successor);
       }
     };
-    for (size_t other = 0; other < ready.size(); ++other) {
-      if (other != r) consider(ready[other]);
+    trial_ready = ready;
+    trial_ready.erase(trial_ready.begin() + static_cast<ptrdiff_t>(r));
+    run(ready[r], first);
+    for (int step = 1; step < steps && !trial_ready.empty(); ++step) {
+      size_t pick = 0;
+      BackwardWorkingSet::Effect best;
+      for (size_t k = 0; k < trial_ready.size(); ++k) {
+        const BackwardWorkingSet::Effect e =
+            working_set.EffectOf(graph.node(block[static_cast<size_t>(trial_ready[k])]));
+        if (k == 0 || std::pair(e.growth, e.needs) < std::pair(best.growth, best.needs)) {
+          pick = k;
+          best = e;
+        }
+      }
+      const int at = trial_ready[pick];
+      trial_ready.erase(trial_ready.begin() + static_cast<ptrdiff_t>(pick));
+      run(at, best);
     }
-    for (int successor : successors[static_cast<size_t>(at)]) {
-      if (pending[static_cast<size_t>(successor)] == 1) consider(successor);
+    for (auto it = trial.rbegin(); it != trial.rend(); ++it) {
+      for (int successor : successors[static_cast<size_t>(it->at)]) {
+        ++pending[static_cast<size_t>(successor)];
+      }
+      working_set.Undo(graph.node(block[static_cast<size_t>(it->at)]), it->snapshot);
     }
-    working_set.Undo(node, snapshot);
-    return {std::max(effect.needs, effect.growth + next_needs), effect.growth + next.value_or(0),
-            effect.growth, effect.needs, effect.fetched};
+    trial.clear();
+    return {peak, added, first.growth, first.needs, first.fetched};
   };
   while (!ready.empty()) {
     // Among equal keys, the earliest in the topological order.

@@ -61,7 +61,9 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
 // holds later), which is why the planner checks it before using it
 // (planner::ChooseBackwardOrder).
 //
-// With `look_ahead` (BackwardOrder::kLookahead) it looks at each ready node
+// With `look_ahead` (BackwardOrder::kLookahead) it counts the step as a plan
+// that fetches a saved tensor for each read and drops it after
+// (program::TensorPlan::refetch_after), and looks at each ready node
 // together with the node ready after it that grows least (the bytes it
 // leaves behind; among equals the fewest new bytes): it runs next the node
 // whose pair adds the fewest bytes at once (its own new bytes, or its growth
@@ -71,10 +73,10 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
 // gradient, which adds almost nothing, lets the next node free its incoming
 // gradient, or that a batch norm's backward, which adds nothing either (it
 // writes over its incoming gradient), leaves the other branch's gradient
-// waiting beside its own. In a downsampling block it runs a weight gradient
-// before the input gradients, so that a plan can drop the block's input
-// while they run and fetch it again (program::TensorPlan::refetch_after):
-// the least memory on ResNets. Without those second fetches it holds the
+// waiting beside its own. In a downsampling block it runs the weight
+// gradients before the input gradients, which (the second one adding into
+// the first's buffer, autodiff's accumulation) then run without the block's
+// input: the least memory on ResNets. Without second fetches it holds the
 // block's input longer than the one-step order, so the planner uses it only
 // where the budget needs it (planner::ChooseBackwardOrder).
 //

@@ -227,6 +227,59 @@ TEST(CpuBackendTest, RecomputedBatchNormIsBitwiseTheFirstRun) {
   EXPECT_EQ(std::memcmp(y.data(), y_again.data(), y.size() * sizeof(float)), 0);
 }
 
+// conv2d_backward_data with acc (autodiff's sum of a value's gradients from
+// several consumers) gives the bits of the plain product summed by add_n, as
+// the step computed it before the two were fused, whether dx is acc's own
+// buffer or another.
+TEST(CpuBackendTest, AnAccumulatingInputGradientIsTheAddNOfThePlainOne) {
+  CpuBackend backend({.threads = kThreads});
+  const ir::TensorType dy_type = ir::Activation({2, 7, 7, 128});
+  const ir::TensorType w_type = ir::F32({128, 1, 1, 64});
+  const ir::TensorType dx_type = ir::Activation({2, 14, 14, 64});
+  ir::Graph graph;
+  const ir::ValueId dy = graph.AddInput("dy", dy_type);
+  const ir::ValueId w = graph.AddInput("w", w_type);
+  const ir::ValueId acc = graph.AddInput("acc", dx_type);
+  const ir::AttrMap attrs = {{"strides", ir::IntList{2, 2}},
+                             {"input_shape", ir::IntList{2, 14, 14, 64}}};
+  absl::StatusOr<ir::NodeId> plain =
+      graph.AddNode(ir::OpKind::kConv2dBackwardData, {dy, w}, attrs, "plain");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<ir::NodeId> sum =
+      graph.AddNode(ir::OpKind::kAddN, {acc, graph.node(*plain).outputs[0]}, {}, "sum");
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  absl::StatusOr<ir::NodeId> fused =
+      graph.AddNode(ir::OpKind::kConv2dBackwardData, {dy, w, acc}, attrs, "fused");
+  ASSERT_TRUE(fused.ok()) << fused.status();
+
+  std::mt19937 random(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  auto filled = [&](const ir::TensorType& type) {
+    std::vector<float> data(static_cast<size_t>(*ir::NumElements(type.shape)));
+    for (float& value : data) value = uniform(random);
+    return data;
+  };
+  std::vector<float> dy_data = filled(dy_type), w_data = filled(w_type), acc_data = filled(dx_type);
+  const size_t dx_size = acc_data.size();
+  auto run = [&](ir::NodeId id, const std::vector<TensorRef>& inputs, float* out) {
+    const std::vector<TensorRef> outputs{{&dx_type, out}};
+    absl::Status status =
+        backend.RunKernel(program::Stream::kCompute, {graph.node(id), inputs, outputs, {}});
+    EXPECT_TRUE(status.ok()) << status;
+  };
+  std::vector<float> product(dx_size), added(dx_size), into_other(dx_size, 7.0f);
+  run(*plain, {{&dy_type, dy_data.data()}, {&w_type, w_data.data()}}, product.data());
+  run(*sum, {{&dx_type, acc_data.data()}, {&dx_type, product.data()}}, added.data());
+  run(*fused, {{&dy_type, dy_data.data()}, {&w_type, w_data.data()}, {&dx_type, acc_data.data()}},
+      into_other.data());
+  std::vector<float> in_place = acc_data;  // dx written over acc's buffer
+  run(*fused, {{&dy_type, dy_data.data()}, {&w_type, w_data.data()}, {&dx_type, in_place.data()}},
+      in_place.data());
+  EXPECT_EQ(std::memcmp(added.data(), into_other.data(), dx_size * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(added.data(), in_place.data(), dx_size * sizeof(float)), 0);
+  EXPECT_NE(added, acc_data);  // the product is not zero
+}
+
 // Every build of the direct kernels this processor runs gives the generic
 // build's bits (contraction into FMA is off in all). Channel counts that are
 // not a multiple of any vector width exercise the loops' remainders.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -241,10 +242,13 @@ bool BatchNormBackward(const KernelCall& call, int threads) {
 
 // ---- pooling ----
 
-// max_pool_backward (dy, x, y) -> dx: each output's gradient goes to the
-// first position of its window (in row-major window order) where x equals
-// the pooled maximum y, as the reference kernel does. Batch images run in
-// parallel; within one, overlapping windows accumulate in a fixed order.
+// max_pool_backward (dy, x) -> dx: each output's gradient goes to the first
+// position of its window (in row-major window order) where x equals the
+// window's maximum, as the reference kernel does. A first pass over the
+// window finds the maximum (exactly the forward's y; the two zeros compare
+// equal, so either sign finds the same position), a second routes dy. Batch
+// images run in parallel; within one, overlapping windows accumulate in a
+// fixed order.
 bool MaxPoolBackward(const KernelCall& call, int threads) {
   const ir::AttrMap& attrs = call.node.attrs;
   const ir::IntList kernel = Attr(attrs.GetInts("kernel"));
@@ -256,7 +260,6 @@ bool MaxPoolBackward(const KernelCall& call, int threads) {
   const int64_t out_height = out[1], out_width = out[2];
   const float* dy = call.inputs[0].as<float>();
   const float* x = call.inputs[1].as<float>();
-  const float* y = call.inputs[2].as<float>();
   float* dx = call.outputs[0].as<float>();
   if (dx == nullptr) return true;
   const int64_t image = height * width * channels;
@@ -264,33 +267,42 @@ bool MaxPoolBackward(const KernelCall& call, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t n = 0; n < in[0]; ++n) {
     std::fill_n(dx + n * image, image, 0.0f);
-    // 1 where the channel's window maximum has been found (float, like the
-    // data, so that the loop vectorizes).
+    // The channels' window maxima, and 1 where a channel's maximum has been
+    // found (float, like the data, so that the loops vectorize).
+    std::vector<float> maxima(static_cast<size_t>(channels));
     std::vector<float> found(static_cast<size_t>(channels));
+    // Calls visit(x, dx) at each position of the window, in row-major order.
+    auto for_each_in_window = [&](int64_t oh, int64_t ow, auto&& visit) {
+      for (int64_t kh = 0; kh < kernel[0]; ++kh) {
+        const int64_t h = oh * strides[0] - pads[0] + kh;
+        if (h < 0 || h >= height) continue;
+        for (int64_t kw = 0; kw < kernel[1]; ++kw) {
+          const int64_t w = ow * strides[1] - pads[1] + kw;
+          if (w < 0 || w >= width) continue;
+          const int64_t at = n * image + (h * width + w) * channels;
+          visit(x + at, dx + at);
+        }
+      }
+    };
     for (int64_t oh = 0; oh < out_height; ++oh) {
       for (int64_t ow = 0; ow < out_width; ++ow) {
-        const int64_t offset = n * out_image + (oh * out_width + ow) * channels;
-        const float* yp = y + offset;
-        const float* dyp = dy + offset;
-        std::fill(found.begin(), found.end(), 0.0f);
+        const float* dyp = dy + n * out_image + (oh * out_width + ow) * channels;
+        float* m = maxima.data();
         float* f = found.data();
-        for (int64_t kh = 0; kh < kernel[0]; ++kh) {
-          const int64_t h = oh * strides[0] - pads[0] + kh;
-          if (h < 0 || h >= height) continue;
-          for (int64_t kw = 0; kw < kernel[1]; ++kw) {
-            const int64_t w = ow * strides[1] - pads[1] + kw;
-            if (w < 0 || w >= width) continue;
-            const int64_t at = n * image + (h * width + w) * channels;
-            const float* xp = x + at;
-            float* dxp = dx + at;
+        std::fill(maxima.begin(), maxima.end(), -std::numeric_limits<float>::infinity());
+        std::fill(found.begin(), found.end(), 0.0f);
+        for_each_in_window(oh, ow, [&](const float* xp, float* /*dxp*/) {
 #pragma omp simd
-            for (int64_t c = 0; c < channels; ++c) {
-              const bool hit = f[c] == 0.0f && xp[c] == yp[c];
-              dxp[c] += hit ? dyp[c] : 0.0f;
-              f[c] = hit ? 1.0f : f[c];
-            }
+          for (int64_t c = 0; c < channels; ++c) m[c] = xp[c] > m[c] ? xp[c] : m[c];
+        });
+        for_each_in_window(oh, ow, [&](const float* xp, float* dxp) {
+#pragma omp simd
+          for (int64_t c = 0; c < channels; ++c) {
+            const bool hit = f[c] == 0.0f && xp[c] == m[c];
+            dxp[c] += hit ? dyp[c] : 0.0f;
+            f[c] = hit ? 1.0f : f[c];
           }
-        }
+        });
       }
     }
   }

@@ -44,7 +44,8 @@ struct Step {
 }  // namespace
 
 struct OneDnnPlan {
-  std::vector<Step> steps;  // reorders into the primitive's layouts, the primitive, reorders out
+  std::vector<Step>
+      steps;  // reorders into the primitive's layouts, the primitive, reorders out or an add
   int64_t workspace_bytes = 0;
   std::string implementation;  // the main primitive's, as oneDNN names it ("jit:avx2")
 };
@@ -80,6 +81,21 @@ class PlanBuilder {
     Operand copy = Workspace(produced);
     after_.push_back(Reorder(copy, user));
     return copy;
+  }
+
+  // Where the primitive writes a product that is then added to `addend` into
+  // `user` (user = addend + product, by a binary add; `user` may be
+  // `addend`'s own buffer): a workspace of `user`'s layout.
+  Operand AddedTo(const Operand& user, const Operand& addend) {
+    Operand product = Workspace(user.desc);
+    ++primitives_created_;
+    dnnl::binary::primitive_desc pd(
+        dnnl::binary::desc(dnnl::algorithm::binary_add, addend.desc, user.desc, user.desc),
+        engine_);
+    after_.push_back(
+        Step{dnnl::binary(pd),
+             {{DNNL_ARG_SRC_0, addend}, {DNNL_ARG_SRC_1, product}, {DNNL_ARG_DST, user}}});
+    return product;
   }
 
   void Main(const dnnl::primitive_desc_base& pd, dnnl::primitive primitive,
@@ -322,11 +338,16 @@ std::shared_ptr<const OneDnnPlan> BuildConvolution(const KernelCall& call,
           engine, forward);
       if (!SkipAvoided(backward, geometry)) return nullptr;
       if (ImplementedByReference(backward.impl_info_str())) return nullptr;
+      // With acc (a third input), the product goes to a workspace and a binary
+      // add writes acc + product into dx, which may be acc's buffer.
+      const Operand dx = call.inputs.size() == 3 ? builder.AddedTo(PlanBuilder::Output(0, x_md),
+                                                                   PlanBuilder::Input(2, x_md))
+                                                 : PlanBuilder::Output(0, x_md);
       builder.Main(backward, dnnl::convolution_backward_data(backward),
                    {{DNNL_ARG_DIFF_DST, PlanBuilder::Input(0, y_md)},
                     {DNNL_ARG_WEIGHTS,
                      builder.ToPrimitive(PlanBuilder::Input(1, w_md), backward.weights_desc())},
-                    {DNNL_ARG_DIFF_SRC, PlanBuilder::Output(0, x_md)}});
+                    {DNNL_ARG_DIFF_SRC, dx}});
       return builder.Finish();
     }
     case ir::OpKind::kConv2dBackwardWeight: {

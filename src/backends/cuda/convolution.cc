@@ -248,6 +248,15 @@ absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
   const int64_t y_step = d.slice * d.y.image();
   const float one = 1.0f;
   const float zero = 0.0f;
+  const bool accumulates = d.direction == Direction::kBackwardData && call.inputs.size() == 3;
+  if (accumulates && call.inputs[2].data != call.outputs[0].data) {
+    cudaStream_t stream = nullptr;
+    RETURN_IF_ERROR(CheckCudnn(cudnnGetStream(handle, &stream), "the convolution's stream"));
+    RETURN_IF_ERROR(CheckCuda(cudaMemcpyAsync(call.outputs[0].data, call.inputs[2].data,
+                                              static_cast<size_t>(call.outputs[0].type->bytes()),
+                                              cudaMemcpyDeviceToDevice, stream),
+                              "copying the accumulator"));
+  }
   for (int64_t k = 0; k < slices; ++k) {
     switch (d.direction) {
       case Direction::kForward: {
@@ -264,11 +273,13 @@ absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
       case Direction::kBackwardData: {
         const float* dy = call.inputs[0].as<const float>() + k * y_step;
         float* dx = call.outputs[0].as<float>() + k * x_step;
+        // With acc, dx holds it (copied in above, or its own buffer) and
+        // cuDNN adds the product to it.
         RETURN_IF_ERROR(CheckCudnn(
             cudnnConvolutionBackwardData(
                 handle, &one, d.filter.get(), call.inputs[1].data, d.y_descriptor.get(), dy,
                 d.convolution.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algorithm),
-                workspace, workspace_size, &zero, d.x_descriptor.get(), dx),
+                workspace, workspace_size, accumulates ? &one : &zero, d.x_descriptor.get(), dx),
             "the input gradient"));
         break;
       }

@@ -6,6 +6,7 @@
 // is visibly the transpose of the forward and every sum is deterministic.
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "backends/reference/ops.h"
 #include "backends/reference/spatial_util.h"
@@ -94,10 +95,14 @@ absl::Status RunConv2d(const KernelCall& call) {
   return absl::OkStatus();
 }
 
-// Inputs dy, w; attribute input_shape. dx = sum over taps of dy * w.
+// Inputs dy, w and optionally acc; attribute input_shape. dx = sum over taps
+// of dy * w, plus acc when given. dx may be acc's buffer: acc is copied
+// before dx is cleared, and added to the finished sum.
 template <typename T>
 absl::Status RunConv2dBackwardData(const KernelCall& call) {
   RETURN_IF_ERROR(ExpectInputs(call, {0, 1}));
+  const bool accumulates = call.inputs.size() == 3;
+  if (accumulates) RETURN_IF_ERROR(ExpectInput(call, 2));
   const TensorRef& dx = call.outputs[0];
   if (dx.data == nullptr) return absl::OkStatus();
   const ConvGeometry geometry = MakeGeometry(
@@ -105,8 +110,14 @@ absl::Status RunConv2dBackwardData(const KernelCall& call) {
   const T* dy = call.inputs[0].as<const T>();
   const T* w = call.inputs[1].as<const T>();
   T* dx_data = dx.as<T>();
+  std::vector<T> acc;
+  if (accumulates) {
+    const T* acc_data = call.inputs[2].as<const T>();
+    acc.assign(acc_data, acc_data + dx.num_elements());
+  }
   FillZero<T>(dx);
   ForEachTap(geometry, [&](int64_t xi, int64_t wi, int64_t yi) { dx_data[xi] += dy[yi] * w[wi]; });
+  for (size_t i = 0; i < acc.size(); ++i) dx_data[i] = acc[i] + dx_data[i];
   return absl::OkStatus();
 }
 

@@ -98,8 +98,8 @@ absl::Status RunMaxPool(const KernelCall& call) {
   return absl::OkStatus();
 }
 
-// Inputs dy, x, y. Each dy goes to its window's first maximum, found again in
-// x exactly as the forward found it (y is not needed for that).
+// Inputs dy, x. Each dy goes to its window's first maximum, found again in x
+// exactly as the forward found it.
 template <typename T>
 absl::Status RunMaxPoolBackward(const KernelCall& call) {
   RETURN_IF_ERROR(ExpectInputs(call, {0, 1}));

@@ -204,19 +204,17 @@ TEST(MaxPoolTest, PaddingNeverWins) {
 TEST(MaxPoolTest, BackwardGivesTiesToTheFirstMaximum) {
   // All four inputs equal: the first in window order takes the whole dy.
   EXPECT_THAT(
-      RunOne(OpKind::kMaxPoolBackward,
-             {Nhwc({1, 1, 1, 1}, {5}), Nhwc({1, 2, 2, 1}, {3, 3, 3, 3}), Nhwc({1, 1, 1, 1}, {3})},
+      RunOne(OpKind::kMaxPoolBackward, {Nhwc({1, 1, 1, 1}, {5}), Nhwc({1, 2, 2, 1}, {3, 3, 3, 3})},
              {{"kernel", IntList{2, 2}}}),
       ElementsAre(5, 0, 0, 0));
 }
 
 TEST(MaxPoolTest, BackwardAddsOverlappingWindows) {
   // x = [1 5 2], kernel 1x2, stride 1: both windows pick the 5, which gets 1 + 10.
-  EXPECT_THAT(RunOne(OpKind::kMaxPoolBackward,
-                     {Nhwc({1, 1, 2, 1}, {1, 10}), Nhwc({1, 1, 3, 1}, {1, 5, 2}),
-                      Nhwc({1, 1, 2, 1}, {5, 5})},
-                     {{"kernel", IntList{1, 2}}, {"strides", IntList{1, 1}}}),
-              ElementsAre(0, 11, 0));
+  EXPECT_THAT(
+      RunOne(OpKind::kMaxPoolBackward, {Nhwc({1, 1, 2, 1}, {1, 10}), Nhwc({1, 1, 3, 1}, {1, 5, 2})},
+             {{"kernel", IntList{1, 2}}, {"strides", IntList{1, 1}}}),
+      ElementsAre(0, 11, 0));
 }
 
 // x = [1 2; 3 4], kernel 2, stride 1, pads top and left 1: the windows hold

@@ -30,6 +30,22 @@ void AddConvolutionCases(std::vector<OpTestCase>& cases) {
   cases.push_back(Case("conv2d/depthwise_stride2", OpKind::kConv2d,
                        {Activation({2, 5, 5, 3}), F32({3, 3, 3, 1})},
                        {{"strides", IntList{2, 1}}, {"groups", int64_t{3}}}));
+  // The input gradient added to the gradients of x's other consumers (acc,
+  // input 2), as autodiff emits it: a downsampling shortcut's 1x1 stride 2,
+  // and a grouped 3x3 with uneven pads. A backward op: no gradient check.
+  for (OpTestCase accumulate :
+       {Case("conv2d_backward_data/1x1_stride2_accumulate", OpKind::kConv2dBackwardData,
+             {Activation({2, 3, 3, 8}), F32({8, 1, 1, 4}), Activation({2, 5, 5, 4})},
+             {{"strides", IntList{2, 2}}, {"input_shape", IntList{2, 5, 5, 4}}}),
+        Case("conv2d_backward_data/3x3_groups2_accumulate", OpKind::kConv2dBackwardData,
+             {Activation({2, 3, 3, 6}), F32({6, 3, 3, 2}), Activation({2, 5, 5, 4})},
+             {{"strides", IntList{2, 2}},
+              {"pads", IntList{1, 0, 1, 2}},
+              {"groups", int64_t{2}},
+              {"input_shape", IntList{2, 5, 5, 4}}})}) {
+    accumulate.check_gradient = false;
+    cases.push_back(std::move(accumulate));
+  }
 }
 
 void AddPoolingCases(std::vector<OpTestCase>& cases) {

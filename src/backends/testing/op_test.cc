@@ -712,7 +712,9 @@ absl::Status CheckDeterministic(Backend& backend, const OpTestCase& test_case, u
     if (ir::GetOpDef(node.op).may_overwrite_inputs) {
       const ir::TensorType& type = graph.value(node.outputs[0]).type;
       for (size_t i = 0; i < node.inputs.size(); ++i) {
-        if (graph.value(node.inputs[i]).type != type) continue;
+        if (!ir::GetOpDef(node.op).MayOverwrite(i) || graph.value(node.inputs[i]).type != type) {
+          continue;
+        }
         KernelInputs donated = full;
         donated.donated_input = static_cast<int>(i);
         absl::StatusOr<BackendRun> over = RunOnBackend(backend, graph, node, donated, kUnwritten);

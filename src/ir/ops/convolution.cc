@@ -108,7 +108,9 @@ absl::StatusOr<std::vector<TensorType>> InferConv2d(const AttrMap& attrs,
 
 // dx [N,H,W,C] from dy [N,OH,OW,O] and w [O,KH,KW,C/groups]: the forward's
 // output for `input_shape` must be dy's shape, or the gradient belongs to
-// another convolution.
+// another convolution. An optional third input, acc, of dx's type, is added
+// to the result: autodiff sums the gradients a value gets from several
+// consumers that way, and the kernel may write dx over acc's buffer.
 absl::StatusOr<std::vector<TensorType>> InferConv2dBackwardData(
     const AttrMap& attrs, std::span<const TensorType> inputs) {
   const TensorType& dy = inputs[0];
@@ -126,7 +128,12 @@ absl::StatusOr<std::vector<TensorType>> InferConv2dBackwardData(
     return absl::InvalidArgumentError(fmt::format(
         "dy must have the forward output shape {}, got {}", ShapeToString(y_shape), what));
   }
-  return std::vector<TensorType>{{dy.dtype, input_shape, Layout::kNHWC}};
+  const TensorType dx{dy.dtype, input_shape, Layout::kNHWC};
+  if (inputs.size() == 3 && inputs[2] != dx) {
+    return absl::InvalidArgumentError(fmt::format("input 2 (acc) must be dx's type {}, got {}",
+                                                  TypeToString(dx), TypeToString(inputs[2])));
+  }
+  return std::vector<TensorType>{dx};
 }
 
 // dw [O,KH,KW,C/groups] from dy [N,OH,OW,O] and x [N,H,W,C].
@@ -176,6 +183,7 @@ OpCost Conv2dBackwardDataCost(const AttrMap& /*attrs*/, std::span<const TensorTy
   OpCost cost = BytesOnlyCost(inputs, outputs);
   cost.macs = ConvMacs(inputs[0].shape, inputs[1].shape);  // dy is the forward's y
   cost.flops = 2 * cost.macs;
+  if (inputs.size() == 3) cost.flops += Elements(outputs[0]);  // acc + product
   return cost;
 }
 
@@ -203,10 +211,14 @@ void RegisterConvolutionOps(std::vector<OpDef>& defs) {
   defs.push_back({.kind = OpKind::kConv2dBackwardData,
                   .op_class = OpClass::kConvolution,
                   .min_inputs = 2,
-                  .max_inputs = 2,
+                  .max_inputs = 3,
                   .output_names = {},
                   .differentiable = false,
                   .in_place = {},
+                  // dx over acc: a kernel reads acc only to add it to the
+                  // finished product, never dy or w.
+                  .may_overwrite_inputs = true,
+                  .overwritable_input = 2,
                   .validate = ValidateConv2dBackwardData,
                   .infer = InferConv2dBackwardData,
                   .cost = Conv2dBackwardDataCost});

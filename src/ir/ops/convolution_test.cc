@@ -203,6 +203,30 @@ TEST(Conv2dBackwardDataTest, RecoversTheInputShape) {
   EXPECT_EQ(cost.flops, 2 * 118'013'952);
 }
 
+TEST(Conv2dBackwardDataTest, AddsAnAccumulatorOfTheGradientsType) {
+  const AttrMap attrs = WithAttr(kResNetConv1, "input_shape", IntList{1, 224, 224, 3});
+  const std::vector<TensorType> inputs{Activation({1, 112, 112, 64}), F32({64, 7, 7, 3}),
+                                       Activation({1, 224, 224, 3})};
+  EXPECT_EQ(Infer(OpKind::kConv2dBackwardData, attrs, inputs),
+            std::vector<TensorType>{Activation({1, 224, 224, 3})});
+  // One more read of dx's size, and one add per element.
+  const OpCost plain =
+      Cost(OpKind::kConv2dBackwardData, attrs, std::vector<TensorType>{inputs[0], inputs[1]});
+  const OpCost accumulating = Cost(OpKind::kConv2dBackwardData, attrs, inputs);
+  EXPECT_EQ(accumulating.bytes_read, plain.bytes_read + 224 * 224 * 3 * 4);
+  EXPECT_EQ(accumulating.flops, plain.flops + 224 * 224 * 3);
+  EXPECT_EQ(accumulating.macs, plain.macs);
+  // dx may take acc's buffer, never dy's or w's (read throughout).
+  const OpDef& def = GetOpDef(OpKind::kConv2dBackwardData);
+  EXPECT_TRUE(def.MayOverwrite(2));
+  EXPECT_FALSE(def.MayOverwrite(0));
+  EXPECT_FALSE(def.MayOverwrite(1));
+  EXPECT_THAT(
+      InferError(OpKind::kConv2dBackwardData, attrs,
+                 {Activation({1, 112, 112, 64}), F32({64, 7, 7, 3}), Activation({1, 224, 224, 4})}),
+      HasSubstr("input 2 (acc) must be dx's type f32[1,224,224,3]"));
+}
+
 TEST(Conv2dBackwardDataTest, RejectsMissingInputShape) {
   EXPECT_THAT(InferError(OpKind::kConv2dBackwardData, kResNetConv1,
                          {Activation({1, 112, 112, 64}), F32({64, 7, 7, 3})}),
@@ -232,8 +256,9 @@ TEST(Conv2dBackwardDataTest, RejectsChannelMismatchRankAndCount) {
               HasSubstr("input 0 (dy) must have rank 4"));
   EXPECT_EQ(InferError(OpKind::kConv2dBackwardData,
                        WithAttr(kResNetConv1, "input_shape", IntList{1, 224, 224, 3}),
-                       {Activation({1, 112, 112, 64}), F32({64, 7, 7, 3}), F32({64})}),
-            "expects 2 inputs, got 3");
+                       {Activation({1, 112, 112, 64}), F32({64, 7, 7, 3}),
+                        Activation({1, 224, 224, 3}), F32({64})}),
+            "expects 2 to 3 inputs, got 4");
 }
 
 // ---- conv2d_backward_weight ----

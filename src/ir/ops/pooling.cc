@@ -131,7 +131,9 @@ absl::StatusOr<std::vector<TensorType>> InferPool(const AttrMap& attrs,
   return std::vector<TensorType>{{x.dtype, y_shape, Layout::kNHWC}};
 }
 
-// dy, x, y: dx has x's type; dy and y have the pooled shape of x.
+// dy, x: dx has x's type; dy has the pooled shape of x. The kernel finds
+// each window's maximum again in x (it is exactly the forward's y), so y
+// need not be kept for the backward pass.
 absl::StatusOr<std::vector<TensorType>> InferMaxPoolBackward(const AttrMap& attrs,
                                                              std::span<const TensorType> inputs) {
   const TensorType& dy = inputs[0];
@@ -139,7 +141,6 @@ absl::StatusOr<std::vector<TensorType>> InferMaxPoolBackward(const AttrMap& attr
   RETURN_IF_ERROR(ExpectActivation(dy, 0, "dy"));
   RETURN_IF_ERROR(ExpectActivation(x, 1, "x"));
   RETURN_IF_ERROR(ExpectSameDType(x, 1, "x", dy));
-  RETURN_IF_ERROR(ExpectSameShape(dy, 0, inputs[2], 2));
   ASSIGN_OR_RETURN(PoolAttrs pool, ParsePoolAttrs(attrs));
   const std::string what = fmt::format("x {}", TypeToString(x));
   ASSIGN_OR_RETURN(Shape y_shape, PooledShape(pool, x.shape, what));
@@ -289,7 +290,7 @@ OpDef PoolingDef(OpKind kind, int num_inputs, bool differentiable, ValidateFn va
 
 void RegisterPoolingOps(std::vector<OpDef>& defs) {
   defs.push_back(PoolingDef(OpKind::kMaxPool, 1, true, ValidateMaxPool, InferPool, MaxPoolCost));
-  defs.push_back(PoolingDef(OpKind::kMaxPoolBackward, 3, false, ValidateMaxPool,
+  defs.push_back(PoolingDef(OpKind::kMaxPoolBackward, 2, false, ValidateMaxPool,
                             InferMaxPoolBackward, PoolBackwardCost));
   defs.push_back(PoolingDef(OpKind::kAvgPool, 1, true, ValidateAvgPool, InferPool, AvgPoolCost));
   defs.push_back(PoolingDef(OpKind::kAvgPoolBackward, 1, false, ValidateAvgPoolBackward,
