@@ -25,7 +25,7 @@ std::optional<program::Plan> PeakRefetcher::DropAcrossPeak(const program::Plan& 
   program::Plan trial = plan;
   bool changed = false;
   for (const ir::Value& value : graph_.values()) {
-    if (!program::CanSpill(graph_, value.id)) continue;
+    if (!program::CanSpillBetweenReads(graph_, value.id)) continue;
     const program::TensorPlan& tensor = plan.at(value.id);
     if (tensor.decision == program::Decision::kRecompute || tensor.refetch_after >= 0) continue;
     const size_t v = static_cast<size_t>(value.id);

@@ -58,6 +58,18 @@ bool CanSpill(const ir::Graph& graph, ir::ValueId value) {
   return IsForwardActivation(graph, value);
 }
 
+bool CanSpillBetweenReads(const ir::Graph& graph, ir::ValueId value) {
+  if (CanSpill(graph, value)) return true;
+  const ir::Value& v = graph.value(value);
+  if (v.producer == ir::kNoNode || v.kind != ir::ValueKind::kIntermediate) return false;
+  const ir::Node& producer = graph.node(v.producer);
+  if (producer.phase != ir::Phase::kBackward) return false;
+  for (const auto& [output, input] : ir::GetOpDef(producer.op).in_place) {
+    if (output == v.output_index) return false;
+  }
+  return std::find(graph.outputs().begin(), graph.outputs().end(), value) == graph.outputs().end();
+}
+
 bool CanRecompute(const ir::Graph& graph, ir::ValueId value) {
   if (!IsForwardActivation(graph, value)) return false;
   const ir::Value& v = graph.value(value);

@@ -79,6 +79,13 @@ bool CanRecompute(const ir::Graph& graph, ir::ValueId value);
 // in place over an input.
 bool CanSpill(const ir::Graph& graph, ir::ValueId value);
 
+// Whether a value may be spilled between two of its reads (Plan::Spill with
+// refetch_after): a forward activation, or a gradient that is not a result
+// of the step (a residual's gradient, which the block's input gradient reads
+// again after the whole branch), copied out when it is made, dropped after
+// the plan's step and fetched again just in time.
+bool CanSpillBetweenReads(const ir::Graph& graph, ir::ValueId value);
+
 // The pins of the graph (kMemoryAttr): applies them to `plan`. Errors name the
 // node whose pin is unknown or impossible (recomputing what cannot be).
 absl::Status ApplyPins(const ir::Graph& graph, Plan& plan);

@@ -79,9 +79,12 @@ class Rewriter {
     }
     for (const ir::Value& value : graph_.values()) {
       const Decision decision = plan_.decision(value.id);
-      if (decision == Decision::kSpill && !CanSpill(graph_, value.id)) {
-        return absl::InvalidArgumentError(
-            fmt::format("the plan spills '{}', which is not a forward activation", value.name));
+      if (decision == Decision::kSpill && !CanSpill(graph_, value.id) &&
+          !(plan_.at(value.id).refetch_after >= 0 && CanSpillBetweenReads(graph_, value.id))) {
+        return absl::InvalidArgumentError(fmt::format(
+            "the plan spills '{}', which is neither a forward activation nor a gradient "
+            "spilled between reads",
+            value.name));
       }
       if (decision == Decision::kRecompute && !CanRecompute(graph_, value.id)) {
         return absl::InvalidArgumentError(
@@ -107,6 +110,7 @@ class Rewriter {
     for (const ir::Value& value : graph_.values()) {
       const TensorPlan& tensor = plan_.at(value.id);
       if (tensor.decision != Decision::kSpill || tensor.fetch_step < 0) continue;
+      if (!CanSpill(graph_, value.id)) continue;  // a gradient: fetched just in time
       const size_t v = static_cast<size_t>(value.id);
       if (reads_.first_backward_read[v] == kForever) continue;  // never read back
       // A fetch cannot start before the forward pass is done with the
@@ -374,7 +378,11 @@ class Rewriter {
       case Decision::kKeep:
         return std::max(step, keep_until_[v]);
       case Decision::kSpill:
-        return ExpiryOfSpilled(value, step, reads_.last_forward_read[v]);
+        // The original serves the forward pass's reads (a gradient's: those
+        // up to the plan's step); the backward pass fetches its own.
+        return ExpiryOfSpilled(
+            value, step,
+            CanSpill(graph_, value) ? reads_.last_forward_read[v] : reads_.last_read[v]);
       case Decision::kRecompute:
         break;
     }

@@ -210,6 +210,55 @@ TEST(Rewriter, AForwardTensorDroppedBetweenForwardReadsIsSpilledAndFetchedBack) 
   EXPECT_EQ(dropped.arena_bytes, 3 * kKiB);
 }
 
+TEST(Rewriter, AGradientSpilledBetweenReadsIsCopiedOutDroppedAndFetchedBack) {
+  // g, a gradient, is read by b and again by the last add, with c and e made
+  // in between: a residual's gradient waiting for the block's input gradient.
+  const ir::Graph graph = ParseOrDie(
+      "graph residual_gradient {\n"
+      "  param %w: f32[256]\n"
+      "  %a: f32[256] = relu(%w)\n"
+      "  %g: f32[256] = relu_backward(%a, %a) @backward\n"
+      "  %b: f32[256] = relu_backward(%g, %g) @backward\n"
+      "  %c: f32[256] = relu_backward(%b, %b) @backward\n"
+      "  %e: f32[256] = add(%c, %b) @backward\n"
+      "  %d: f32[256] = add(%e, %g) @backward\n"
+      "  output %d\n"
+      "}\n");
+  const ir::ValueId g = *graph.FindValue("g");
+  EXPECT_FALSE(CanSpill(graph, g));
+  EXPECT_TRUE(CanSpillBetweenReads(graph, g));
+  EXPECT_FALSE(CanSpillBetweenReads(graph, *graph.FindValue("d")));  // the step's result
+  Plan plan("manual", graph);
+  plan.Spill(g, /*fetch_step=*/-1, /*refetch_after=*/2);  // b, at step 2
+  const Program kept = BuildVerified(graph, Plan("none", graph));
+  const Program dropped = BuildVerified(graph, plan);
+  const std::vector<size_t> out = IndicesOf(dropped, InstructionKind::kCopyToHost);
+  const std::vector<size_t> in = IndicesOf(dropped, InstructionKind::kCopyToDevice);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(in.size(), 1u);
+  EXPECT_GT(out[0], ComputeOf(dropped, "g"));
+  EXPECT_LT(out[0], ComputeOf(dropped, "b"));
+  EXPECT_GT(in[0], ComputeOf(dropped, "e"));
+  EXPECT_LT(in[0], ComputeOf(dropped, "d"));
+  // b reads the original; the last add reads the copy fetched for it.
+  EXPECT_EQ(dropped.instructions[ComputeOf(dropped, "b")].reads[0],
+            dropped.instructions[ComputeOf(dropped, "g")].writes[0]);
+  EXPECT_EQ(dropped.instructions[ComputeOf(dropped, "d")].reads[1],
+            dropped.instructions[in[0]].writes[0]);
+  // Kept, g waits beside b and c at step 3: w + g + b + c. Dropped, it is on
+  // the host then, and comes back beside w and e alone.
+  EXPECT_EQ(kept.arena_bytes, 4 * kKiB);
+  EXPECT_EQ(dropped.arena_bytes, 3 * kKiB);
+
+  // A gradient has no copy for the backward pass to fetch unless the plan
+  // drops it between reads.
+  Plan whole("manual", graph);
+  whole.Spill(g);
+  EXPECT_THAT(StatusMessage(BuildProgram(graph, TrainingSchedule(graph), whole).status()),
+              HasSubstr("the plan spills 'g', which is neither a forward activation nor a "
+                        "gradient spilled between reads"));
+}
+
 TEST(Rewriter, RecomputingRerunsTheProducerBeforeTheFirstBackwardRead) {
   const ir::Graph graph = ParseOrDie(ChainText("", "recompute"));
   const Program program = BuildVerified(graph, PinnedPlan(graph));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 
 #include "ir/op_registry.h"
@@ -268,13 +269,25 @@ std::vector<ir::NodeId> MemoryAwareBackwardOrder(const ir::Graph& graph,
     trial.clear();
     return {peak, added, first.growth, first.needs, first.fetched};
   };
+  // Keys in order. Looking ahead, byte counts that differ by less than 1/1024
+  // of the larger count as equal: the few bytes of a weight gradient made a
+  // run that frees a whole activation lose to one that holds it.
+  auto before = [&](const Key& a, const Key& b) {
+    if (steps <= 1) return a < b;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const int64_t tolerance = std::max(std::abs(a[i]), std::abs(b[i])) >> 10;
+      if (a[i] < b[i] - tolerance) return true;
+      if (b[i] < a[i] - tolerance) return false;
+    }
+    return false;
+  };
   while (!ready.empty()) {
     // Among equal keys, the earliest in the topological order.
     size_t best = 0;
     Key best_key{};
     for (size_t r = 0; r < ready.size(); ++r) {
       const Key key = key_of(r);
-      if (r == 0 || key < best_key) {
+      if (r == 0 || before(key, best_key)) {
         best = r;
         best_key = key;
       }

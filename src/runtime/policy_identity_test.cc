@@ -275,8 +275,9 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
 
   // Fetching a tensor twice (Plan::refetch_after), which swap does only at
   // its floor on large activations, in the lookahead order made for it:
-  // every spillable tensor with two readers or more is spilled, dropped
-  // after its first reader, and fetched again for the next, in both passes.
+  // every tensor with two readers or more that can be (the forward's, and
+  // gradients) is spilled, dropped after its first reader, and fetched again
+  // for the next, in both passes.
   const std::vector<ir::NodeId> schedule =
       program::TrainingSchedule(training->graph, program::BackwardOrder::kLookahead);
   std::vector<int> first_read(static_cast<size_t>(training->graph.num_values()), -1);
@@ -290,13 +291,16 @@ TEST_P(PolicyIdentityTest, EveryPolicyAtEveryBudgetGivesTheBitsOfNone) {
     }
   }
   program::Plan refetching("refetching", training->graph);
+  int spilled_gradients = 0;
   for (const ir::Value& value : training->graph.values()) {
     const size_t v = static_cast<size_t>(value.id);
-    if (program::CanSpill(training->graph, value.id) && readers[v] >= 2) {
+    if (program::CanSpillBetweenReads(training->graph, value.id) && readers[v] >= 2) {
       refetching.Spill(value.id, /*fetch_step=*/-1, /*refetch_after=*/first_read[v]);
+      spilled_gradients += program::CanSpill(training->graph, value.id) ? 0 : 1;
     }
   }
   ASSERT_GT(refetching.CountRefetched(), 0);
+  ASSERT_GT(spilled_gradients, 0);
   absl::StatusOr<program::Program> refetched =
       program::BuildProgram(training->graph, schedule, refetching);
   ASSERT_TRUE(refetched.ok()) << refetched.status();
