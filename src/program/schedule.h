@@ -69,7 +69,9 @@ std::vector<ir::NodeId> TrainingSchedule(const ir::Graph& graph,
 // whose pair adds the fewest bytes at once (its own new bytes, or its growth
 // plus the next node's new bytes), then the pair that grows least, then the
 // least growth of its own, the fewest new bytes, the fewest saved bytes
-// brought back and the topological order. The second step sees that a weight
+// brought back and the topological order, each byte count equal to another
+// within 1/1024 of the larger (a weight gradient's few bytes must not
+// decide). The second step sees that a weight
 // gradient, which adds almost nothing, lets the next node free its incoming
 // gradient, or that a batch norm's backward, which adds nothing either (it
 // writes over its incoming gradient), leaves the other branch's gradient
