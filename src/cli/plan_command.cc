@@ -171,8 +171,8 @@ void PrintBound(std::ostream& out, const planner::PlanResult::Bound& bound,
       }
     } else {
       fmt::print(out,
-                 "Gap          none: this plan fetches {} tensors twice, which the bound does not "
-                 "cover (--fetch-once plans within it)\n",
+                 "Gap          none: this plan drops {} tensors between reads and fetches them "
+                 "again, which the bound does not cover (--fetch-once plans within it)\n",
                  plan->best.plan.CountRefetched());
     }
   }
@@ -244,7 +244,9 @@ void PrintPlan(std::ostream& out, const session::PlanningSession& session,
   fmt::print(out, "Transfers    {} to host, {} back ({} tensors spilled{})\n",
              FormatBytes(simulation.d2h_bytes), FormatBytes(simulation.h2d_bytes),
              plan.Count(program::Decision::kSpill),
-             refetched > 0 ? fmt::format(", {} of them fetched twice", refetched) : "");
+             refetched > 0
+                 ? fmt::format(", {} of them dropped between reads and fetched again", refetched)
+                 : "");
   fmt::print(out, "Recompute    {}FLOP in {:.3g} s ({} tensors)\n",
              FormatCount(static_cast<double>(simulation.recompute_flops)), simulation.recompute_s,
              plan.Count(program::Decision::kRecompute));
@@ -399,7 +401,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
                "policy", "arena", "step (s)", "overhead", "vs swap", "stall (s)", "to host", "back",
                "recompute", "plan (s)",
                bound_s.has_value() ? fmt::format(" {:>9}", "vs bound") : "");
-    bool uncovered = false;  // a plan fetches tensors twice: no gap to the bound
+    bool uncovered = false;  // a plan fetches tensors again: no gap to the bound
     for (const planner::PlanResult& result : comparison.results) {
       if (!result.feasible) {
         fmt::print(out, "{:<15} infeasible: needs at least {}\n", result.policy,
@@ -433,9 +435,9 @@ CommandRunner AddCompareCommand(CLI::App& app) {
         fmt::print(out,
                    "'vs bound' is how much slower a step is than that bound: at most that far "
                    "from the best possible{}.\n",
-                   uncovered
-                       ? " (-: the plan fetches tensors twice, which the bound does not cover)"
-                       : "");
+                   uncovered ? " (-: the plan drops tensors between reads and fetches them again, "
+                               "which the bound does not cover)"
+                             : "");
       }
     }
     return absl::OkStatus();

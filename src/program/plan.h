@@ -61,7 +61,9 @@ class Plan {
 
   // How many values have each decision.
   int Count(Decision decision) const;
-  // How many spilled values are fetched twice (TensorPlan::refetch_after).
+  // How many spilled values are dropped between two reads and fetched again
+  // (TensorPlan::refetch_after): a forward value's second fetch, a
+  // gradient's only one.
   int CountRefetched() const;
 
  private:
