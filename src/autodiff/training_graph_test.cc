@@ -161,6 +161,14 @@ int CountOp(const ir::Graph& graph, OpKind op) {
                                         [&](const ir::Node& node) { return node.op == op; }));
 }
 
+// global_avg_pool -> flatten -> cross_entropy_loss against `labels`, the
+// graph's output: the head of the small graphs below.
+void PoolToLoss(ir::GraphBuilder& b, ValueId features, ValueId labels) {
+  const ValueId pooled = b.Op(
+      OpKind::kFlatten, {b.Op(OpKind::kGlobalAvgPool, {features}, {}, "pool")}, {}, "features");
+  b.Output(b.Op(OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+}
+
 TEST(TrainingGraph, AResidualFanOutAddsIntoTheConvolutionsInputGradient) {
   // h = relu(conv_a(x)); out = conv_b(h) + h: h has two differentiated
   // consumers. The add's pass-through comes first (the add is later in the
@@ -176,9 +184,7 @@ TEST(TrainingGraph, AResidualFanOutAddsIntoTheConvolutionsInputGradient) {
   const ValueId h = b.Op(OpKind::kRelu, {b.Op(OpKind::kConv2d, {x, wa}, same, "conv_a")}, {}, "h");
   const ValueId sum =
       b.Op(OpKind::kAdd, {b.Op(OpKind::kConv2d, {h, wb}, same, "conv_b"), h}, {}, "residual");
-  const ValueId pooled =
-      b.Op(OpKind::kFlatten, {b.Op(OpKind::kGlobalAvgPool, {sum}, {}, "pool")}, {}, "features");
-  b.Output(b.Op(OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+  PoolToLoss(b, sum, labels);
   ASSERT_TRUE(b.ok()) << b.status();
 
   const TrainingGraph training = Build(graph);
@@ -210,9 +216,7 @@ TEST(TrainingGraph, AConvolutionBeforeTheOtherConsumerLeavesTheSumToAddN) {
   const ValueId conv =
       b.Op(OpKind::kConv2d, {h, wb}, {{"pads", ir::IntList{1, 1, 1, 1}}}, "conv_b");
   const ValueId sum = b.Op(OpKind::kAdd, {relu, conv}, {}, "residual");
-  const ValueId pooled =
-      b.Op(OpKind::kFlatten, {b.Op(OpKind::kGlobalAvgPool, {sum}, {}, "pool")}, {}, "features");
-  b.Output(b.Op(OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+  PoolToLoss(b, sum, labels);
   ASSERT_TRUE(b.ok()) << b.status();
 
   const TrainingGraph training = Build(graph);
@@ -241,9 +245,7 @@ TEST(TrainingGraph, ADownsamplingBlocksTwoInputGradientsShareOneBuffer) {
            {{"strides", ir::IntList{2, 2}}, {"pads", ir::IntList{1, 1, 1, 1}}}, "main");
   const ValueId shortcut = b.Op(OpKind::kConv2d, {x, w_short}, stride2, "shortcut");
   const ValueId sum = b.Op(OpKind::kAdd, {main, shortcut}, {}, "block");
-  const ValueId pooled =
-      b.Op(OpKind::kFlatten, {b.Op(OpKind::kGlobalAvgPool, {sum}, {}, "pool")}, {}, "features");
-  b.Output(b.Op(OpKind::kCrossEntropyLoss, {pooled, labels}, {}, "loss"));
+  PoolToLoss(b, sum, labels);
   ASSERT_TRUE(b.ok()) << b.status();
 
   const TrainingGraph training = Build(graph);
