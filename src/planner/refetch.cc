@@ -25,7 +25,7 @@ std::optional<program::Plan> PeakRefetcher::DropAcrossPeak(const program::Plan& 
   program::Plan trial = plan;
   bool changed = false;
   for (const ir::Value& value : graph_.values()) {
-    if (!program::CanSpillBetweenReads(graph_, value.id)) continue;
+    if (value.producer == ir::kNoNode) continue;
     const program::TensorPlan& tensor = plan.at(value.id);
     if (tensor.decision == program::Decision::kRecompute || tensor.refetch_after >= 0) continue;
     const size_t v = static_cast<size_t>(value.id);
@@ -40,6 +40,8 @@ std::optional<program::Plan> PeakRefetcher::DropAcrossPeak(const program::Plan& 
     // its first backward one is on the host then).
     const bool next_in_forward = *next <= reads_.last_forward_read[v];
     if (!next_in_forward && previous < reads_.first_backward_read[v]) continue;
+    // Checked last: it looks through the graph's outputs.
+    if (!program::CanSpillBetweenReads(graph_, value.id)) continue;
     trial.Spill(value.id, tensor.decision == program::Decision::kSpill ? tensor.fetch_step : -1,
                 previous);
     changed = true;

@@ -44,8 +44,9 @@ struct Step {
 }  // namespace
 
 struct OneDnnPlan {
-  std::vector<Step>
-      steps;  // reorders into the primitive's layouts, the primitive, reorders out or an add
+  // Reorders into the primitive's layouts, the primitive, then reorders out
+  // of them or an add (PlanBuilder::AddedTo).
+  std::vector<Step> steps;
   int64_t workspace_bytes = 0;
   std::string implementation;  // the main primitive's, as oneDNN names it ("jit:avx2")
 };
