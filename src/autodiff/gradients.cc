@@ -18,6 +18,23 @@ using ir::kInvalidValue;
 using ir::OpKind;
 using ir::ValueId;
 
+absl::StatusOr<ValueId> Accumulate(ir::Graph& graph, const ir::Value& value,
+                                   const std::vector<ValueId>& partials) {
+  for (ValueId partial : partials) {
+    const ir::Value& grad = graph.value(partial);
+    if (grad.type.shape != value.type.shape || grad.type.dtype != value.type.dtype) {
+      return absl::InternalError(fmt::format("gradient '{}' {} does not match value '{}' {}",
+                                             grad.name, ir::TypeToString(grad.type), value.name,
+                                             ir::TypeToString(value.type)));
+    }
+  }
+  if (partials.size() == 1) return partials.front();
+  ASSIGN_OR_RETURN(ir::NodeId node,
+                   graph.AddNode(OpKind::kAddN, partials, {}, "grad/" + value.name + ".accumulate",
+                                 ir::Phase::kBackward));
+  return graph.node(node).outputs.front();
+}
+
 GradientContext::GradientContext(ir::Graph& graph, ir::Node node, std::vector<ValueId> output_grads,
                                  std::vector<bool> wants_input_grad,
                                  std::vector<std::vector<ValueId>> earlier_grads)
@@ -34,19 +51,14 @@ GradientContext::GradientContext(ir::Graph& graph, ir::Node node, std::vector<Va
 ValueId GradientContext::TakeEarlierGrads(size_t input) {
   const std::vector<ValueId>& earlier = earlier_grads_[input];
   if (!status_.ok() || !wants(input) || earlier.empty()) return kInvalidValue;
-  ValueId sum = earlier.front();
-  if (earlier.size() > 1) {
-    absl::StatusOr<ir::NodeId> added = graph_.AddNode(
-        OpKind::kAddN, earlier, {},
-        "grad/" + graph_.value(node_.inputs[input]).name + ".accumulate", ir::Phase::kBackward);
-    if (!added.ok()) {
-      status_ = Annotate(added.status(), fmt::format("gradient of node '{}'", node_.name));
-      return kInvalidValue;
-    }
-    sum = graph_.node(*added).outputs.front();
+  const ir::Value value = graph_.value(node_.inputs[input]);  // a copy: the graph grows
+  absl::StatusOr<ValueId> sum = Accumulate(graph_, value, earlier);
+  if (!sum.ok()) {
+    status_ = Annotate(sum.status(), fmt::format("gradient of node '{}'", node_.name));
+    return kInvalidValue;
   }
   took_[input] = true;
-  return sum;
+  return *sum;
 }
 
 std::vector<ValueId> GradientContext::Emit(OpKind op, std::vector<ValueId> inputs, AttrMap attrs,

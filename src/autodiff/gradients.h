@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ir/graph.h"
 
 namespace spillway::autodiff {
@@ -58,6 +59,13 @@ class GradientContext {
   std::vector<bool> took_;
   absl::Status status_;
 };
+
+// The sum of the partial gradients of `value`, with one add_n at fan-out
+// (`grad/<value>.accumulate`), left to right; the partial itself when there
+// is one. A partial of another type than the value is a bug in a rule,
+// reported with both names.
+absl::StatusOr<ir::ValueId> Accumulate(ir::Graph& graph, const ir::Value& value,
+                                       const std::vector<ir::ValueId>& partials);
 
 // Runs the rule of ctx.node().op. Unimplemented for an op without one.
 absl::Status ApplyGradientRule(GradientContext& ctx);

@@ -37,26 +37,6 @@ std::vector<bool> DependsOnParameters(const ir::Graph& graph,
   return depends;
 }
 
-// The sum of the partial gradients of a value, with one add_n at fan-out.
-// A gradient of another shape than its value is a bug in a rule; it is
-// reported with both names rather than left for a kernel to trip over.
-absl::StatusOr<ValueId> Accumulate(ir::Graph& graph, const ir::Value& value,
-                                   const std::vector<ValueId>& partials) {
-  for (ValueId partial : partials) {
-    const ir::Value& grad = graph.value(partial);
-    if (grad.type.shape != value.type.shape || grad.type.dtype != value.type.dtype) {
-      return absl::InternalError(fmt::format("gradient '{}' {} does not match value '{}' {}",
-                                             grad.name, ir::TypeToString(grad.type), value.name,
-                                             ir::TypeToString(value.type)));
-    }
-  }
-  if (partials.size() == 1) return partials.front();
-  ASSIGN_OR_RETURN(ir::NodeId node,
-                   graph.AddNode(OpKind::kAddN, partials, {}, "grad/" + value.name + ".accumulate",
-                                 ir::Phase::kBackward));
-  return graph.node(node).outputs.front();
-}
-
 absl::Status AddUpdates(TrainingGraph& result, const OptimizerOptions& options) {
   ir::Graph& graph = result.graph;
   ValueId step = kInvalidValue;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ir/op_registry.h"
+#include "program/plan.h"
 #include "support/check.h"
 
 namespace spillway::program {
@@ -73,7 +74,7 @@ class BackwardWorkingSet {
       if (!Counted(input)) return;
       const size_t v = static_cast<size_t>(input);
       if (!resident_[v]) effect.fetched += Bytes(input);
-      const bool dropped = fetch_per_read_ && Saved(input);
+      const bool dropped = fetch_per_read_ && CanSpill(graph_, input);
       if ((dropped || (readers_left_[v] == 1 && !read_after_[v])) && input != donor) {
         effect.growth -= Bytes(input);
       }
@@ -90,7 +91,8 @@ class BackwardWorkingSet {
   void Run(const ir::Node& node) {
     ForEachDistinctInput(node, [&](ir::ValueId input) {
       const size_t v = static_cast<size_t>(input);
-      resident_[v] = (readers_left_[v] > 1 || read_after_[v]) && !(fetch_per_read_ && Saved(input));
+      resident_[v] =
+          (readers_left_[v] > 1 || read_after_[v]) && !(fetch_per_read_ && CanSpill(graph_, input));
       --readers_left_[v];
     });
     for (ir::ValueId output : node.outputs) resident_[static_cast<size_t>(output)] = true;
@@ -135,12 +137,6 @@ class BackwardWorkingSet {
   }
 
   int64_t Bytes(ir::ValueId value) const { return graph_.value(value).type.bytes(); }
-
-  // A forward value the backward pass reads: a saved tensor.
-  bool Saved(ir::ValueId value) const {
-    const ir::NodeId producer = graph_.value(value).producer;
-    return producer != ir::kNoNode && graph_.node(producer).phase == ir::Phase::kForward;
-  }
 
   // The input whose buffer the node's first output would take, as the
   // rewriter's donation does: same type, read here for the last time.
