@@ -212,6 +212,28 @@ TEST(Cli, CompareNamesTheBackwardOrderItsPoliciesPlanIn) {
   }
 }
 
+// --backward-order each: hybrid plans in every order, the table says which
+// order's plan it kept, and a bound (which covers one order) is refused.
+TEST(Cli, EachBackwardOrderSaysWhichOrdersPlanHybridKeptAndRefusesABound) {
+  const std::string workload = "--model resnet18 --image 512 --budget 200MiB";
+  const CommandResult compare = Spillway("compare " + workload + " --backward-order each");
+  ASSERT_EQ(compare.exit_code, 0) << compare.out;
+  EXPECT_THAT(compare.out,
+              ::testing::ContainsRegex("hybrid planned in every backward order: its plan is the "
+                                       "(memory-aware|lookahead|topological) order's"));
+  const CommandResult json = Spillway("plan " + workload + " --backward-order each --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const nlohmann::json result = nlohmann::json::parse(json.out);
+  EXPECT_THAT(compare.out, HasSubstr("its plan is the " +
+                                     result.at("backward_order").get<std::string>() + " order's"));
+  for (const char* command : {"plan", "compare"}) {
+    const CommandResult bound =
+        Spillway(std::string(command) + " " + workload + " --backward-order each --bound");
+    EXPECT_EQ(bound.exit_code, 2) << bound.out;
+    EXPECT_THAT(bound.out, HasSubstr("--bound bounds the plans of one backward order"));
+  }
+}
+
 TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {
   const CommandResult run =
       Spillway("plan --model resnet18 --image 512 --budget 64MiB --policy swap");

@@ -194,7 +194,7 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
              "Planning     {:.2f} s, {} candidate plans ({} laid out){}, {} backward order{}\n",
              result.planning_s, result.evaluations, result.laid_out,
              result.start.empty() ? "" : fmt::format(", refined from {}", result.start),
-             program::BackwardOrderName(result.backward_order),
+             program::BackwardOrderName(*result.backward_order),
              result.hit_time_limit
                  ? "; stopped by --time-limit before converging (the plan depends on this "
                    "machine's speed)"
@@ -322,6 +322,8 @@ CommandRunner AddPlanCommand(CLI::App& app) {
     TerminalObserver observer;
     ASSIGN_OR_RETURN(std::unique_ptr<session::PlanningSession> session,
                      session::PlanningSession::Create(MakeRequest(*flags), &observer));
+    // Before planning, which --backward-order each makes the longer.
+    if (flags->bound) RETURN_IF_ERROR(session->CheckOneOrder("--bound"));
     ASSIGN_OR_RETURN(planner::PlanResult none, session->Run("none"));
     absl::StatusOr<planner::PlanResult> planned =
         optimal ? session->RunOptimal(flags->optimal) : session->Run(flags->policy);
@@ -394,7 +396,8 @@ CommandRunner AddCompareCommand(CLI::App& app) {
     if (proven.has_value() && std::isfinite(proven->step_s)) bound_s = proven->step_s;
     const planner::PlanResult& none = comparison.none();
     const planner::PlanResult* swap = comparison.Find("swap");
-    // Every policy plans in the session's backward order.
+    // Every policy plans in the session's backward order, but hybrid in each
+    // order with --backward-order each (said below the table).
     fmt::print(out, "{}, {} backward order\n", session->Describe(),
                program::BackwardOrderName(session->context().backward_order()));
     fmt::print(out, "{:<15} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>10} {:>9}{}\n",
@@ -428,6 +431,13 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       fmt::print(out, "{:<15} not run: it spills, and there is no host link\n", name);
     }
     fmt::print(out, "\n'vs swap' is how much faster a step is than with swap (+: faster).\n");
+    if (session->context().options().every_backward_order) {
+      const planner::PlanResult* hybrid = comparison.Find("hybrid");
+      if (hybrid != nullptr) {
+        fmt::print(out, "hybrid planned in every backward order: its plan is the {} order's.\n",
+                   program::BackwardOrderName(*hybrid->backward_order));
+      }
+    }
     if (proven.has_value()) {
       fmt::print(out, "\n");
       PrintBound(out, *proven, nullptr);

@@ -141,16 +141,19 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
   command
       .add_option_function<std::string>(
           "--backward-order",
-          // "auto" (the only other accepted word) leaves the choice open.
+          // "auto" leaves the choice open; "each" too, for all but hybrid.
           [&options](const std::string& order) {
             options.backward_order = program::ParseBackwardOrder(order);
+            options.every_backward_order = order == "each";
           },
           "Order of the backward pass: memory-aware (reordered within its dependencies to hold "
           "fewer bytes at once), lookahead (the same, looking two nodes ahead: the least memory "
-          "where tensors are fetched twice), topological (as autodiff emitted it) or auto "
+          "where tensors are fetched twice), topological (as autodiff emitted it), auto "
           "(memory-aware where it lowers the least memory a plan can reach, lookahead where only "
-          "it reaches the budget); results are bitwise the same")
-      ->check(CLI::IsMember({"auto", "memory-aware", "lookahead", "topological"}))
+          "it reaches the budget) or each (hybrid plans in every order and keeps the fastest "
+          "plan, taking that much longer; the other policies plan in auto's); results are "
+          "bitwise the same")
+      ->check(CLI::IsMember({"auto", "each", "memory-aware", "lookahead", "topological"}))
       ->default_str("auto");
   command.add_flag_callback(
       "--fetch-once", [&options] { options.fetch_twice = false; },

@@ -910,7 +910,40 @@ class HybridPlanner {
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
-  return HybridPlanner(context, options_).Run();
+  ASSIGN_OR_RETURN(PlanResult result, HybridPlanner(context, options_).Run());
+  if (!options_.other_orders || !context.options().every_backward_order) return result;
+  result.backward_order = context.backward_order();
+  using program::BackwardOrder;
+  std::vector<std::vector<ir::NodeId>> planned = {context.schedule()};
+  for (const BackwardOrder order :
+       {BackwardOrder::kMemoryAware, BackwardOrder::kLookahead, BackwardOrder::kTopological}) {
+    if (result.hit_time_limit) break;
+    PlannerOptions options = context.options();
+    options.backward_order = order;
+    // One safety net for the whole run, and one count of candidates.
+    options.time_limit_s = std::max(0.0, options.time_limit_s - context.run_seconds());
+    if (options.progress) {
+      options.progress = [&context, progress = options.progress](int evaluations) {
+        progress(context.evaluations() + evaluations);
+      };
+    }
+    PlanningContext other(context.graph(), context.cost_model(), context.hardware(), options);
+    if (std::find(planned.begin(), planned.end(), other.schedule()) != planned.end()) continue;
+    planned.push_back(other.schedule());
+    other.StartRun();
+    absl::StatusOr<PlanResult> in_order = HybridPlanner(other, options_).Run();
+    context.Absorb(other);
+    RETURN_IF_ERROR(in_order.status());
+    result.hit_time_limit = in_order->hit_time_limit;
+    // On a tie the earlier order's plan stays.
+    if (Better(in_order->best, result.best, context.budget_bytes())) {
+      result.best = std::move(in_order->best);
+      result.start = std::move(in_order->start);
+      result.race = std::move(in_order->race);
+      result.backward_order = order;
+    }
+  }
+  return result;
 }
 
 }  // namespace spillway::planner

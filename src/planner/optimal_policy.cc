@@ -40,7 +40,7 @@ absl::StatusOr<PlanResult> OptimalPolicy::Run(PlanningContext& context) {
   solver.time_limit_s = options_.solver_time_limit_s;
   if (options_.start_from_hybrid) {
     // Without a host link hybrid cannot run; recompute's plan is the start.
-    HybridPolicy hybrid_policy;
+    HybridPolicy hybrid_policy(HybridOptions{.other_orders = false});
     RecomputePolicy recompute_policy;
     Policy& policy = context.options().host_link ? static_cast<Policy&>(hybrid_policy)
                                                  : static_cast<Policy&>(recompute_policy);

@@ -282,6 +282,15 @@ void PlanningContext::Remember(const Evaluation& evaluation) {
   if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
 }
 
+void PlanningContext::Absorb(const PlanningContext& other) {
+  evaluations_ += other.evaluations_;
+  laid_out_ += other.laid_out_;
+  if (other.smallest_ &&
+      (!smallest_ || other.smallest_->arena_bytes() < smallest_->arena_bytes())) {
+    smallest_ = other.smallest_;
+  }
+}
+
 int PlanningContext::threads() const {
   if (options_.threads > 0) return options_.threads;
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
@@ -449,7 +458,7 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   result.evaluations = context.evaluations() - evaluations_before;
   result.laid_out = context.laid_out() - laid_out_before;
   result.feasible = context.Fits(result.best);
-  result.backward_order = context.backward_order();
+  if (!result.backward_order.has_value()) result.backward_order = context.backward_order();
   // A policy's output always goes through the verifier: a plan the simulator
   // accepted is a plan that can run.
   RETURN_IF_ERROR(Annotate(program::VerifyProgram(result.best.program),

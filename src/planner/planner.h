@@ -37,6 +37,13 @@ struct PlannerOptions {
   // The order of the backward pass in every plan's schedule
   // (program/schedule.h). Unset, the context chooses (ChooseBackwardOrder).
   std::optional<program::BackwardOrder> backward_order = std::nullopt;
+  // hybrid only: plan in every backward order whose schedule differs (the one
+  // above, or the context's choice, first) and keep the fastest plan. The
+  // other policies plan in the context's order. The local search's result
+  // differs between orders by a few percent of the step either way, and no
+  // cheaper measure (the floors, the starts' plans) predicts which order
+  // wins, so this costs a planning per order (--backward-order each).
+  bool every_backward_order = false;
   // False: the device has no link to host memory (--no-link), so nothing can
   // be spilled and only recomputation frees memory. The policies that spill
   // (swap, swap-lms, hybrid-seed, hybrid) refuse to run; none, recompute and
@@ -144,8 +151,10 @@ struct PlanResult {
   // stopped the refinement before it converged.
   std::string start;
   bool hit_time_limit = false;
-  // The order of the backward pass the plan was made in (program/schedule.h).
-  program::BackwardOrder backward_order = program::BackwardOrder::kTopological;
+  // The order of the backward pass the plan was made in (program/schedule.h):
+  // the context's, which RunPolicy fills in, unless the policy planned in
+  // another (PlannerOptions::every_backward_order).
+  std::optional<program::BackwardOrder> backward_order;
   // swap-lms and hybrid-seed-lms: the setting TFLMS's auto-tuning chose, in
   // its own words ("threshold 37, ahead 4, sync_mode 0").
   std::string tuning;
@@ -270,11 +279,16 @@ class PlanningContext {
   }
   // Whether the policy has run longer than PlannerOptions::time_limit_s (the
   // safety net: a search that checks it stops early and says so).
-  bool PastTimeLimit() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count() >
-           options_.time_limit_s;
-  }
+  bool PastTimeLimit() const { return run_seconds() > options_.time_limit_s; }
   const std::optional<Evaluation>& smallest() const { return smallest_; }
+  // Seconds since StartRun.
+  double run_seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+  }
+  // Takes over what a policy did in another context of the same step (in
+  // another backward order): its candidates count here, and its smallest
+  // arena competes with this context's.
+  void Absorb(const PlanningContext& other);
 
   bool Fits(const Evaluation& evaluation) const {
     return evaluation.arena_bytes() <= options_.budget_bytes;

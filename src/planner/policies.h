@@ -288,6 +288,11 @@ struct HybridOptions {
   // runs to its end, taking turns).
   int race_first_quota = 100;
   double race_gain_credit = 1.0;
+  // Where the context asks for it (PlannerOptions::every_backward_order),
+  // also plan in each other backward order and keep the fastest plan. The
+  // exact policy turns it off for its start: its program is in the context's
+  // order.
+  bool other_orders = true;
 };
 
 // Spillway's planner: a portfolio of starting plans (its own eviction by bytes

@@ -5,6 +5,7 @@
 //   - `hybrid` fits whenever `swap`, `swap-lms`, `recompute` or `hybrid-seed`
 //     fits, and is never slower than any of them;
 //   - `hybrid`'s step time never grows when the budget does.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "planner/planner.h"
 #include "planner/policies.h"
 #include "program/program.h"
+#include "program/schedule.h"
 #include "program/test_graphs.h"
 #include "program/verifier.h"
 #include "program/workspaces.h"
@@ -188,6 +190,55 @@ TEST(Portfolio, ThePlanDoesNotDependOnHowFastTheMachineIs) {
   EXPECT_EQ(slow->evaluations, fast.evaluations);
   EXPECT_EQ(slow->start, fast.start);
   EXPECT_EQ(program::ProgramToText(slow->best.program), program::ProgramToText(fast.best.program));
+}
+
+TEST(Portfolio, HybridInEveryOrderKeepsTheFastestOrdersPlan) {
+  // --backward-order each: hybrid plans in the context's order and then in
+  // each other order whose schedule differs, exactly as it would in that
+  // order alone, and returns the fastest of those plans (the earliest on a
+  // tie), counting every candidate of every order.
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet50", 128);
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("h100-80g-pcie5");
+  ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+  const int64_t budget = BudgetBetween(training.graph, *profile, 0.5);
+  const PlanResult each =
+      Plan("hybrid", training.graph, *profile,
+           {.budget_bytes = budget, .every_backward_order = true, .threads = 1});
+  ASSERT_TRUE(each.feasible);
+  ASSERT_TRUE(each.backward_order.has_value());
+
+  const analysis::RooflineCostModel cost_model(*profile);
+  const program::BackwardOrder first =
+      PlanningContext(training.graph, cost_model, *profile, {.budget_bytes = budget})
+          .backward_order();
+  std::vector<program::BackwardOrder> orders = {first};
+  for (const program::BackwardOrder order :
+       {program::BackwardOrder::kMemoryAware, program::BackwardOrder::kLookahead,
+        program::BackwardOrder::kTopological}) {
+    if (order != first) orders.push_back(order);
+  }
+  std::vector<std::vector<ir::NodeId>> schedules;
+  std::optional<PlanResult> fastest;
+  int evaluations = 0;
+  for (const program::BackwardOrder order : orders) {
+    std::vector<ir::NodeId> schedule = program::TrainingSchedule(training.graph, order);
+    if (std::find(schedules.begin(), schedules.end(), schedule) != schedules.end()) continue;
+    schedules.push_back(std::move(schedule));
+    PlanResult alone = Plan("hybrid", training.graph, *profile,
+                            {.budget_bytes = budget, .backward_order = order, .threads = 1});
+    ASSERT_TRUE(alone.feasible) << program::BackwardOrderName(order);
+    evaluations += alone.evaluations;
+    if (!fastest || alone.best.step_time_s() < fastest->best.step_time_s()) {
+      fastest = std::move(alone);
+    }
+  }
+  ASSERT_GE(schedules.size(), 2u) << "the orders should differ on a ResNet";
+  EXPECT_EQ(*each.backward_order, *fastest->backward_order);
+  EXPECT_EQ(each.best.step_time_s(), fastest->best.step_time_s());
+  EXPECT_EQ(program::ProgramToText(each.best.program),
+            program::ProgramToText(fastest->best.program));
+  EXPECT_EQ(each.evaluations, evaluations);
 }
 
 TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {

@@ -327,9 +327,11 @@ planner::PlannerOptions PlannerOptionsOf(const PlanningKeywords& keywords) {
   options.threads = keywords.plan_threads;
   options.fetch_twice = !keywords.fetch_once;
   options.backward_order = program::ParseBackwardOrder(keywords.backward_order);
-  if (!options.backward_order.has_value() && keywords.backward_order != "auto") {
+  options.every_backward_order = keywords.backward_order == "each";
+  if (!options.backward_order.has_value() && keywords.backward_order != "auto" &&
+      !options.every_backward_order) {
     throw py::value_error(
-        fmt::format("backward_order must be 'auto', 'memory-aware', 'lookahead' or "
+        fmt::format("backward_order must be 'auto', 'each', 'memory-aware', 'lookahead' or "
                     "'topological', not '{}'",
                     keywords.backward_order));
   }

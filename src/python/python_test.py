@@ -72,6 +72,14 @@ def test_the_backward_order_is_chosen_like_the_cli_chooses_it():
             assert result.backward_order == order
     with pytest.raises(ValueError, match="backward_order must be"):
         spillway.plan(spillway.Workload(**SMALL), backward_order="sideways", progress=False)
+    # "each": hybrid plans in every order and keeps the fastest, as the CLI does.
+    each = spillway.plan(spillway.Workload(**SMALL), budget=PLAN_BUDGET, policy="hybrid",
+                         backward_order="each", progress=False)
+    expected = cli_json("plan", *SMALL_FLAGS, "--budget", PLAN_BUDGET, "--policy", "hybrid",
+                        "--backward-order", "each")
+    assert each.backward_order == expected["backward_order"]
+    assert each.step_time_s == expected["step_time_s"]
+    assert each.evaluations == expected["evaluations"]
 
 
 def test_fetch_once_plans_like_the_cli_flag():

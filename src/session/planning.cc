@@ -136,11 +136,20 @@ absl::StatusOr<planner::PlanResult> PlanningSession::RunOptimal(planner::Optimal
 }
 
 absl::StatusOr<planner::PlanResult::Bound> PlanningSession::ProveBound() {
+  RETURN_IF_ERROR(CheckOneOrder("--bound"));
   const planner::StepBoundOptions options;
   Begin(fmt::format("lower bound: Clp solving its LP (at most {:g} s)", options.time_limit_s));
   absl::StatusOr<planner::PlanResult::Bound> bound = planner::LowerBoundOnStep(*context_, options);
   End();
   return bound;
+}
+
+absl::Status PlanningSession::CheckOneOrder(std::string_view what) const {
+  if (!context_->options().every_backward_order) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format(
+      "{} bounds the plans of one backward order, and --backward-order each plans hybrid in "
+      "several: give the order (auto, memory-aware, lookahead or topological)",
+      what));
 }
 
 std::string PlanningSession::Describe() const {
@@ -158,6 +167,8 @@ const planner::PlanResult* Comparison::Find(std::string_view policy) const {
 }
 
 absl::StatusOr<Comparison> Compare(PlanningSession& session, const CompareOptions& options) {
+  if (options.optimal) RETURN_IF_ERROR(session.CheckOneOrder("--optimal"));
+  if (options.bound) RETURN_IF_ERROR(session.CheckOneOrder("--bound"));
   Comparison comparison;
   std::vector<std::string> names;
   for (const planner::PolicyEntry& entry : planner::PolicyRegistry()) {
@@ -214,7 +225,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
       {"evaluations", result.evaluations},
       {"laid_out", result.laid_out},
       {"converged", !result.hit_time_limit},
-      {"backward_order", program::BackwardOrderName(result.backward_order)},
+      {"backward_order", program::BackwardOrderName(*result.backward_order)},
   };
   if (!result.start.empty()) json["start"] = result.start;
   if (!result.tuning.empty()) json["tuning"] = result.tuning;

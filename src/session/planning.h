@@ -75,7 +75,11 @@ class PlanningSession {
   absl::StatusOr<planner::PlanResult> RunOptimal(planner::OptimalOptions options,
                                                  std::string label = "optimal");
   // A lower bound on the step of every plan that fits (an LP; any size).
+  // Refused with --backward-order each (CheckOneOrder).
   absl::StatusOr<planner::PlanResult::Bound> ProveBound();
+  // An error naming `what` (a bound) if hybrid plans in every backward order:
+  // a bound covers the plans of the context's order only.
+  absl::Status CheckOneOrder(std::string_view what) const;
 
   const PlanningRequest& request() const { return request_; }
   const analysis::HardwareProfile& profile() const { return profile_; }
