@@ -219,6 +219,7 @@ for command in ["plan", "compare"]:
     case(f"{base} --hardware ''", "--hardware")
     case(f"{base} --math-mode fp64", "fp64")
     case(f"{base} --backward-order sideways", "sideways")
+    case(f"{base} --backward-order each --bound", "--bound bounds the plans of one backward order")
     for value in ["0", "-1", "nan", "inf", "soon"]:
         case(f"{base} --time-limit {value}", f"--time-limit must be a positive number, got '{value}'")
     for value in ["-1", "many", "1.5"]:

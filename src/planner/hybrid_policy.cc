@@ -934,7 +934,7 @@ absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
     absl::StatusOr<PlanResult> in_order = HybridPlanner(other, options_).Run();
     context.Absorb(other);
     RETURN_IF_ERROR(in_order.status());
-    result.hit_time_limit = in_order->hit_time_limit;
+    result.hit_time_limit = result.hit_time_limit || in_order->hit_time_limit;
     // On a tie the earlier order's plan stays.
     if (Better(in_order->best, result.best, context.budget_bytes())) {
       result.best = std::move(in_order->best);
