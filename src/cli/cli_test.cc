@@ -226,6 +226,12 @@ TEST(Cli, EachBackwardOrderSaysWhichOrdersPlanHybridKeptAndRefusesABound) {
   const nlohmann::json result = nlohmann::json::parse(json.out);
   EXPECT_THAT(compare.out, HasSubstr("its plan is the " +
                                      result.at("backward_order").get<std::string>() + " order's"));
+  // Its step is none's to the last few ulps (summed in another order): no
+  // "-0.0%" for a negative hair.
+  const CommandResult text = Spillway("plan " + workload + " --backward-order each");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("overhead +0.0%"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("-0.0%")));
   for (const char* command : {"plan", "compare"}) {
     const CommandResult bound =
         Spillway(std::string(command) + " " + workload + " --backward-order each --bound");

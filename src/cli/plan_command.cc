@@ -140,7 +140,12 @@ class TerminalObserver final : public session::PlanningObserver {
   PlanningProgress progress_;
 };
 
-std::string Percent(double fraction) { return fmt::format("{:+.1f}%", 100.0 * fraction); }
+std::string Percent(double fraction) {
+  // Rounded first, so that a step a hair faster than none's (summed in
+  // another order) reads +0.0%, not -0.0%.
+  const double tenths = std::round(1000.0 * fraction);
+  return fmt::format("{:+.1f}%", (tenths == 0 ? 0.0 : tenths) / 10);
+}
 
 // What a bound proved, the gap of the plan at `plan_step_s` (if any) to it,
 // and for the exact policy what its own plan turned out to be.
