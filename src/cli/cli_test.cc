@@ -231,6 +231,10 @@ TEST(Cli, EachBackwardOrderSaysWhichOrdersPlanHybridKeptAndRefusesABound) {
   const CommandResult text = Spillway("plan " + workload + " --backward-order each");
   ASSERT_EQ(text.exit_code, 0) << text.out;
   EXPECT_THAT(text.out, HasSubstr("overhead +0.0%"));
+  EXPECT_THAT(text.out, HasSubstr(fmt::format("{} backward order (the fastest plan of {} orders)",
+                                              result.at("backward_order").get<std::string>(),
+                                              result.at("orders_planned").get<int>())));
+  EXPECT_GE(result.at("orders_planned").get<int>(), 2);
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("-0.0%")));
   for (const char* command : {"plan", "compare"}) {
     const CommandResult bound =

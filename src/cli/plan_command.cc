@@ -196,10 +196,13 @@ void PrintBound(std::ostream& out, const planner::PlanResult::Bound& bound,
 
 void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
   fmt::print(out,
-             "Planning     {:.2f} s, {} candidate plans ({} laid out){}, {} backward order{}\n",
+             "Planning     {:.2f} s, {} candidate plans ({} laid out){}, {} backward order{}{}\n",
              result.planning_s, result.evaluations, result.laid_out,
              result.start.empty() ? "" : fmt::format(", refined from {}", result.start),
              program::BackwardOrderName(*result.backward_order),
+             result.orders_planned > 1
+                 ? fmt::format(" (the fastest plan of {} orders)", result.orders_planned)
+                 : "",
              result.hit_time_limit
                  ? "; stopped by --time-limit before converging (the plan depends on this "
                    "machine's speed)"

@@ -930,6 +930,7 @@ absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
     PlanningContext other(context.graph(), context.cost_model(), context.hardware(), options);
     if (std::find(planned.begin(), planned.end(), other.schedule()) != planned.end()) continue;
     planned.push_back(other.schedule());
+    result.orders_planned = static_cast<int>(planned.size());
     other.StartRun();
     absl::StatusOr<PlanResult> in_order = HybridPlanner(other, options_).Run();
     context.Absorb(other);

@@ -155,6 +155,9 @@ struct PlanResult {
   // the context's, which RunPolicy fills in, unless the policy planned in
   // another (PlannerOptions::every_backward_order).
   std::optional<program::BackwardOrder> backward_order;
+  // The backward orders the policy planned in: 1, or with
+  // PlannerOptions::every_backward_order those whose schedules differ.
+  int orders_planned = 1;
   // swap-lms and hybrid-seed-lms: the setting TFLMS's auto-tuning chose, in
   // its own words ("threshold 37, ahead 4, sync_mode 0").
   std::string tuning;

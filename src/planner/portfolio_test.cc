@@ -239,6 +239,7 @@ TEST(Portfolio, HybridInEveryOrderKeepsTheFastestOrdersPlan) {
   EXPECT_EQ(program::ProgramToText(each.best.program),
             program::ProgramToText(fastest->best.program));
   EXPECT_EQ(each.evaluations, evaluations);
+  EXPECT_EQ(each.orders_planned, static_cast<int>(schedules.size()));
 }
 
 TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
