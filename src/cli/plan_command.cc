@@ -199,7 +199,7 @@ void PrintPlanning(std::ostream& out, const planner::PlanResult& result) {
              "Planning     {:.2f} s, {} candidate plans ({} laid out){}, {} backward order{}{}\n",
              result.planning_s, result.evaluations, result.laid_out,
              result.start.empty() ? "" : fmt::format(", refined from {}", result.start),
-             program::BackwardOrderName(*result.backward_order),
+             program::BackwardOrderName(result.backward_order),
              result.orders_planned > 1
                  ? fmt::format(" (the fastest plan of {} orders)", result.orders_planned)
                  : "",
@@ -443,7 +443,7 @@ CommandRunner AddCompareCommand(CLI::App& app) {
       const planner::PlanResult* hybrid = comparison.Find("hybrid");
       if (hybrid != nullptr) {
         fmt::print(out, "hybrid planned in every backward order: its plan is the {} order's.\n",
-                   program::BackwardOrderName(*hybrid->backward_order));
+                   program::BackwardOrderName(hybrid->backward_order));
       }
     }
     if (proven.has_value()) {

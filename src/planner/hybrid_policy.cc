@@ -912,7 +912,6 @@ class HybridPlanner {
 absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
   ASSIGN_OR_RETURN(PlanResult result, HybridPlanner(context, options_).Run());
   if (!options_.other_orders || !context.options().every_backward_order) return result;
-  result.backward_order = context.backward_order();
   using program::BackwardOrder;
   std::vector<std::vector<ir::NodeId>> planned = {context.schedule()};
   for (const BackwardOrder order :
@@ -941,7 +940,6 @@ absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
       result.best = std::move(in_order->best);
       result.start = std::move(in_order->start);
       result.race = std::move(in_order->race);
-      result.backward_order = order;
     }
   }
   return result;

@@ -260,7 +260,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
   const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, tensor_budget_bytes());
   program::LayOutArena(*program, tensor_budget_bytes(), releases);
-  Evaluation evaluation{std::move(plan), *std::move(program), {}};
+  Evaluation evaluation{std::move(plan), *std::move(program), {}, backward_order_};
   evaluation.simulation = simulator_.Run(evaluation.program);
   outcome.evaluation = std::move(evaluation);
   return outcome;
@@ -458,7 +458,7 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   result.evaluations = context.evaluations() - evaluations_before;
   result.laid_out = context.laid_out() - laid_out_before;
   result.feasible = context.Fits(result.best);
-  if (!result.backward_order.has_value()) result.backward_order = context.backward_order();
+  result.backward_order = result.best.backward_order;
   // A policy's output always goes through the verifier: a plan the simulator
   // accepted is a plan that can run.
   RETURN_IF_ERROR(Annotate(program::VerifyProgram(result.best.program),

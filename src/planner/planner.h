@@ -115,6 +115,8 @@ struct Evaluation {
   program::Plan plan;
   program::Program program;
   sim::SimulationResult simulation;
+  // The backward order of the schedule the Program was rewritten in.
+  program::BackwardOrder backward_order = program::BackwardOrder::kTopological;
 
   int64_t arena_bytes() const { return program.arena_bytes; }
   double step_time_s() const { return simulation.step_time_s; }
@@ -152,9 +154,9 @@ struct PlanResult {
   std::string start;
   bool hit_time_limit = false;
   // The order of the backward pass the plan was made in (program/schedule.h):
-  // the context's, which RunPolicy fills in, unless the policy planned in
-  // another (PlannerOptions::every_backward_order).
-  std::optional<program::BackwardOrder> backward_order;
+  // the context's, unless the policy planned in others too
+  // (PlannerOptions::every_backward_order). RunPolicy takes it from `best`.
+  program::BackwardOrder backward_order = program::BackwardOrder::kTopological;
   // The backward orders the policy planned in: 1, or with
   // PlannerOptions::every_backward_order those whose schedules differ.
   int orders_planned = 1;

@@ -225,7 +225,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
       {"evaluations", result.evaluations},
       {"laid_out", result.laid_out},
       {"converged", !result.hit_time_limit},
-      {"backward_order", program::BackwardOrderName(*result.backward_order)},
+      {"backward_order", program::BackwardOrderName(result.backward_order)},
       {"orders_planned", result.orders_planned},
   };
   if (!result.start.empty()) json["start"] = result.start;
