@@ -241,6 +241,33 @@ TEST(Portfolio, HybridInEveryOrderKeepsTheFastestOrdersPlan) {
   EXPECT_EQ(each.orders_planned, static_cast<int>(schedules.size()));
 }
 
+TEST(Portfolio, HybridInEveryOrderReportsTheSmallestArenaOfAnyOrderWhereNothingFits) {
+  // At a budget no plan fits, the result is the smallest arena any order
+  // reached, and names that plan's order.
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet50", 128);
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("h100-80g-pcie5");
+  ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+  const PlanResult each =
+      Plan("hybrid", training.graph, *profile, {.budget_bytes = 1, .every_backward_order = true});
+  ASSERT_FALSE(each.feasible);
+  std::optional<PlanResult> smallest;
+  for (const program::BackwardOrder order :
+       {program::BackwardOrder::kMemoryAware, program::BackwardOrder::kLookahead,
+        program::BackwardOrder::kTopological}) {
+    PlanResult alone =
+        Plan("hybrid", training.graph, *profile, {.budget_bytes = 1, .backward_order = order});
+    EXPECT_LE(each.smallest_arena_bytes, alone.smallest_arena_bytes)
+        << program::BackwardOrderName(order);
+    if (!smallest || alone.smallest_arena_bytes < smallest->smallest_arena_bytes) {
+      smallest = std::move(alone);
+    }
+  }
+  EXPECT_EQ(each.smallest_arena_bytes, smallest->smallest_arena_bytes);
+  EXPECT_EQ(each.best.arena_bytes(), each.smallest_arena_bytes);
+  EXPECT_EQ(each.backward_order, smallest->backward_order);
+}
+
 TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
   // Candidates are evaluated several at a time but recorded as if one by
   // one: with 1, 2 and 5 threads every count and the Program are the same.
