@@ -16,6 +16,17 @@ __global__ void ReluBackward(const float* dy, const float* y, float* dx, int64_t
   for (int64_t i = GridStart(); i < n; i += GridStride()) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
+__global__ void Activate(ActivationParams params, const float* x, float* y, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) y[i] = ActivationAt(x[i], params);
+}
+
+__global__ void ActivateGradient(ActivationParams params, const float* dy, const float* saved,
+                                 float* dx, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    dx[i] = ActivationGradientAt(dy[i], saved[i], params);
+  }
+}
+
 // The products and sums are single IEEE operations (no contraction into FMA
 // is possible in a lone add or multiply), so the results are the CPU's bits.
 template <BinaryOp kOp>
@@ -83,6 +94,21 @@ cudaError_t LaunchReluBackward(const float* dy, const float* y, float* dx, int64
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   ReluBackward<<<Blocks(n), kThreads, 0, stream>>>(dy, y, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchActivation(const ActivationParams& params, const float* x, float* y, int64_t n,
+                             cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  Activate<<<Blocks(n), kThreads, 0, stream>>>(params, x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchActivationGradient(const ActivationParams& params, const float* dy,
+                                     const float* saved, float* dx, int64_t n,
+                                     cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ActivateGradient<<<Blocks(n), kThreads, 0, stream>>>(params, dy, saved, dx, n);
   return cudaGetLastError();
 }
 

@@ -30,6 +30,30 @@ cudaError_t LaunchRelu(const float* x, float* y, int64_t n, cudaStream_t stream)
 // dx = y > 0 ? dy : 0, with y relu's output.
 cudaError_t LaunchReluBackward(const float* dy, const float* y, float* dx, int64_t n,
                                cudaStream_t stream);
+// The other element-wise activations, one kernel for each direction;
+// element_math.h computes them as the reference kernels do
+// (backends/reference/elementwise.cc).
+enum class Activation {
+  kGelu,       // x·Φ(x), with erf
+  kGeluTanh,   // gelu's tanh form (approximate = "tanh")
+  kSigmoid,    // 1 / (1 + exp(-x))
+  kTanh,       // tanh(x)
+  kLeakyRelu,  // x > 0 ? x : alpha·x
+  kClip,       // min(max(x, min), max)
+};
+struct ActivationParams {
+  Activation kind = Activation::kGelu;
+  float alpha = 0.01f;  // leaky_relu's slope below zero
+  float min = 0.0f;     // clip's bounds
+  float max = 0.0f;
+};
+// y = f(x).
+cudaError_t LaunchActivation(const ActivationParams& params, const float* x, float* y, int64_t n,
+                             cudaStream_t stream);
+// dx = dy·f'(x) from the forward tensor the gradient op reads: the input of
+// gelu and leaky_relu, the output of sigmoid, tanh and clip.
+cudaError_t LaunchActivationGradient(const ActivationParams& params, const float* dy,
+                                     const float* saved, float* dx, int64_t n, cudaStream_t stream);
 // c = a op b, element by element (same shapes; no broadcasting).
 cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* c, int64_t n,
                          cudaStream_t stream);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -33,6 +35,16 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kMaxPoolBackward,
     ir::OpKind::kGlobalAvgPool,
     ir::OpKind::kGlobalAvgPoolBackward,
+    ir::OpKind::kGelu,
+    ir::OpKind::kGeluBackward,
+    ir::OpKind::kSigmoid,
+    ir::OpKind::kSigmoidBackward,
+    ir::OpKind::kTanh,
+    ir::OpKind::kTanhBackward,
+    ir::OpKind::kLeakyRelu,
+    ir::OpKind::kLeakyReluBackward,
+    ir::OpKind::kClip,
+    ir::OpKind::kClipBackward,
     ir::OpKind::kDropout,
     ir::OpKind::kDropoutBackward,
     ir::OpKind::kAdd,
@@ -114,6 +126,55 @@ int64_t OwnScratchBytes(const KernelCall& call) {
 }
 
 }  // namespace
+
+absl::StatusOr<ActivationParams> MakeActivation(const ir::Node& node) {
+  ActivationParams params;
+  switch (node.op) {
+    case ir::OpKind::kGelu:
+    case ir::OpKind::kGeluBackward: {
+      // Not moved out of the StatusOr: GCC 12 at -O3 then wrongly warns of an
+      // uninitialized string.
+      const absl::StatusOr<std::string> approximate_or =
+          node.attrs.GetString("approximate", "none");
+      if (!approximate_or.ok()) return approximate_or.status();
+      const std::string& approximate = *approximate_or;
+      if (approximate != "none" && approximate != "tanh") {
+        return absl::InvalidArgumentError(
+            fmt::format("gelu: unknown approximate \"{}\"", approximate));
+      }
+      params.kind = approximate == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
+      return params;
+    }
+    case ir::OpKind::kSigmoid:
+    case ir::OpKind::kSigmoidBackward:
+      params.kind = Activation::kSigmoid;
+      return params;
+    case ir::OpKind::kTanh:
+    case ir::OpKind::kTanhBackward:
+      params.kind = Activation::kTanh;
+      return params;
+    case ir::OpKind::kLeakyRelu:
+    case ir::OpKind::kLeakyReluBackward: {
+      params.kind = Activation::kLeakyRelu;
+      ASSIGN_OR_RETURN(const double alpha, node.attrs.GetFloat("alpha", 0.01));
+      params.alpha = static_cast<float>(alpha);
+      return params;
+    }
+    case ir::OpKind::kClip:
+    case ir::OpKind::kClipBackward: {
+      params.kind = Activation::kClip;
+      constexpr double kInf = std::numeric_limits<double>::infinity();
+      ASSIGN_OR_RETURN(const double min, node.attrs.GetFloat("min", -kInf));
+      ASSIGN_OR_RETURN(const double max, node.attrs.GetFloat("max", kInf));
+      params.min = static_cast<float>(min);
+      params.max = static_cast<float>(max);
+      return params;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          fmt::format("{} is not an activation", ir::OpName(node.op)));
+  }
+}
 
 PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
   const ir::IntList kernel = attrs.Ints("kernel");
@@ -205,6 +266,11 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
     case ir::OpKind::kSub:
     case ir::OpKind::kMul:
     case ir::OpKind::kReluBackward:
+    case ir::OpKind::kGeluBackward:
+    case ir::OpKind::kSigmoidBackward:
+    case ir::OpKind::kTanhBackward:
+    case ir::OpKind::kLeakyReluBackward:
+    case ir::OpKind::kClipBackward:
       if (type(node.inputs[0]).shape != type(node.inputs[1]).shape) {
         return absl::UnimplementedError(
             "the CUDA kernel takes operands of one shape (no broadcasting yet)");
@@ -349,6 +415,26 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
                                                         : BinaryOp::kMul;
       return Launched(
           LaunchBinary(op, In(call, 0), In(call, 1), y.as<float>(), y.num_elements(), stream));
+    }
+    case ir::OpKind::kGelu:
+    case ir::OpKind::kSigmoid:
+    case ir::OpKind::kTanh:
+    case ir::OpKind::kLeakyRelu:
+    case ir::OpKind::kClip: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const ActivationParams params, MakeActivation(node));
+      return Launched(
+          LaunchActivation(params, In(call, 0), y.as<float>(), y.num_elements(), stream));
+    }
+    case ir::OpKind::kGeluBackward:
+    case ir::OpKind::kSigmoidBackward:
+    case ir::OpKind::kTanhBackward:
+    case ir::OpKind::kLeakyReluBackward:
+    case ir::OpKind::kClipBackward: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const ActivationParams params, MakeActivation(node));
+      return Launched(LaunchActivationGradient(params, In(call, 0), In(call, 1), y.as<float>(),
+                                               y.num_elements(), stream));
     }
     case ir::OpKind::kDropout:
     case ir::OpKind::kDropoutBackward: {

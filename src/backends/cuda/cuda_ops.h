@@ -27,6 +27,10 @@ PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, cons
 absl::StatusOr<ReduceGeometry> MakeReduceGeometry(const KernelCall& call);
 CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
                               const TensorRef& labels);
+// The activation a gelu, sigmoid, tanh, leaky_relu or clip node (or its
+// gradient) computes, with its attributes; an error for any other op or an
+// unknown gelu form.
+absl::StatusOr<ActivationParams> MakeActivation(const ir::Node& node);
 
 class CudaOps {
  public:

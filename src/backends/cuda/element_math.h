@@ -20,6 +20,68 @@
 
 namespace spillway::backends::cuda {
 
+// ---- The activations (ActivationParams), as the reference kernels compute
+// them in float: the same constants, rounded once from double, and the same
+// operations in the same order (erff, tanhf and expf are the float functions
+// the reference's std::erf, std::tanh and std::exp call on float). ----
+
+inline constexpr double kSqrt2 = 1.4142135623730951;      // std::numbers::sqrt2
+inline constexpr double kInvSqrtPi = 0.5641895835477563;  // std::numbers::inv_sqrtpi
+inline constexpr float kGeluTanhScale = static_cast<float>(kSqrt2 * kInvSqrtPi);  // √(2/π)
+inline constexpr float kGeluTanhCubic = static_cast<float>(0.044715);
+inline constexpr float kGeluInvSqrt2 = static_cast<float>(kSqrt2 / 2);
+inline constexpr float kGeluInvSqrt2Pi = static_cast<float>(kInvSqrtPi / kSqrt2);
+
+SPILLWAY_HOST_DEVICE inline float ActivationAt(float x, const ActivationParams& p) {
+  switch (p.kind) {
+    case Activation::kGelu:
+      return 0.5f * x * (1.0f + erff(x * kGeluInvSqrt2));
+    case Activation::kGeluTanh: {
+      const float inner = kGeluTanhScale * (x + kGeluTanhCubic * x * x * x);
+      return 0.5f * x * (1.0f + tanhf(inner));
+    }
+    case Activation::kSigmoid:
+      return 1.0f / (1.0f + expf(-x));
+    case Activation::kTanh:
+      return tanhf(x);
+    case Activation::kLeakyRelu:
+      return x > 0.0f ? x : p.alpha * x;
+    case Activation::kClip:
+      // So that NaN passes through.
+      return x < p.min ? p.min : (x > p.max ? p.max : x);
+  }
+  return x;
+}
+
+// `saved` is what the gradient op reads (LaunchActivationGradient).
+SPILLWAY_HOST_DEVICE inline float ActivationGradientAt(float dy, float saved,
+                                                       const ActivationParams& p) {
+  switch (p.kind) {
+    case Activation::kGelu: {
+      const float x = saved;
+      const float cdf = 0.5f * (1.0f + erff(x * kGeluInvSqrt2));
+      const float pdf = kGeluInvSqrt2Pi * expf(-0.5f * x * x);
+      return dy * (cdf + x * pdf);
+    }
+    case Activation::kGeluTanh: {
+      const float x = saved;
+      const float t = tanhf(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x));
+      const float du_dx = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * x * x);
+      return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du_dx);
+    }
+    case Activation::kSigmoid:
+      return dy * saved * (1.0f - saved);
+    case Activation::kTanh:
+      return dy * (1.0f - saved * saved);
+    case Activation::kLeakyRelu:
+      return saved > 0.0f ? dy : p.alpha * dy;
+    case Activation::kClip:
+      // 0 at the bounds and outside; NaN passes dy.
+      return saved <= p.min || saved >= p.max ? 0.0f : dy;
+  }
+  return dy;
+}
+
 SPILLWAY_HOST_DEVICE inline int64_t PoolInputOffset(const PoolGeometry& g, int64_t n, int64_t h,
                                                     int64_t w, int64_t c) {
   return ((n * g.h + h) * g.w + w) * g.c + c;

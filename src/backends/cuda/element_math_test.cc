@@ -211,6 +211,31 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kGelu:
+      case ir::OpKind::kSigmoid:
+      case ir::OpKind::kTanh:
+      case ir::OpKind::kLeakyRelu:
+      case ir::OpKind::kClip: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const ActivationParams params, MakeActivation(call.node));
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ActivationAt(call.inputs[0].as<const float>()[i], params);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kGeluBackward:
+      case ir::OpKind::kSigmoidBackward:
+      case ir::OpKind::kTanhBackward:
+      case ir::OpKind::kLeakyReluBackward:
+      case ir::OpKind::kClipBackward: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const ActivationParams params, MakeActivation(call.node));
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ActivationGradientAt(call.inputs[0].as<const float>()[i],
+                                                  call.inputs[1].as<const float>()[i], params);
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kCrossEntropyLoss:
       case ir::OpKind::kCrossEntropyLossBackward:
         ++element_math_calls_;
@@ -249,6 +274,40 @@ TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
     ++cases;
   }
   EXPECT_GE(cases, 4);
+}
+
+// Every harness case of gelu (both forms), sigmoid, tanh, leaky_relu and
+// clip, and through them their gradients: the kernels' element arithmetic
+// gives the reference kernels' bits on the host (the same float functions
+// and the same order of operations).
+TEST(CudaElementMath, ActivationsMatchTheReferenceBitwiseOnTheHost) {
+  constexpr ir::OpKind kActivations[] = {ir::OpKind::kGelu, ir::OpKind::kSigmoid, ir::OpKind::kTanh,
+                                         ir::OpKind::kLeakyRelu, ir::OpKind::kClip};
+  int cases = 0;
+  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
+    if (std::find(std::begin(kActivations), std::end(kActivations), test_case.op) ==
+        std::end(kActivations)) {
+      continue;
+    }
+    test_case.float_tolerance = 0;  // bit for bit
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 9);
+}
+
+TEST(CudaElementMath, AnUnknownGeluFormIsRefused) {
+  ir::Node node;
+  node.op = ir::OpKind::kGelu;
+  node.attrs.Set("approximate", std::string("cubic"));
+  const absl::StatusOr<ActivationParams> params = MakeActivation(node);
+  ASSERT_FALSE(params.ok());
+  EXPECT_THAT(std::string(params.status().message()), ::testing::HasSubstr("\"cubic\""));
+  node.op = ir::OpKind::kRelu;
+  EXPECT_FALSE(MakeActivation(node).ok());
 }
 
 // The cross-entropy's cases (mean and none, ignored rows, i32 and i64
