@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "backends/host_device.h"
+#include "support/host_device.h"
 
 namespace spillway::backends {
 

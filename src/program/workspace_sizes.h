@@ -3,10 +3,13 @@
 // (program/workspaces.h) and the kernels (backends/cuda) carve it out of the
 // workspace the Program reserves, so both read these same formulas.
 //
-// Plain C++17 with no dependencies, so that the CUDA kernels can include it.
+// Plain C++17 with no dependencies, so that the CUDA kernels can include it;
+// the kernels call the chunkings on the device too.
 #pragma once
 
 #include <cstdint>
+
+#include "support/host_device.h"
 
 namespace spillway::program {
 
@@ -22,7 +25,7 @@ struct BatchNormChunking {
   int64_t chunks = 1;
 };
 
-constexpr BatchNormChunking ChunkBatchNormRows(int64_t rows) {
+SPILLWAY_HOST_DEVICE constexpr BatchNormChunking ChunkBatchNormRows(int64_t rows) {
   int64_t chunks = (rows + kBatchNormMinChunkRows - 1) / kBatchNormMinChunkRows;
   chunks = chunks < 1 ? 1 : (chunks > kBatchNormMaxChunks ? kBatchNormMaxChunks : chunks);
   BatchNormChunking chunking;
@@ -32,7 +35,7 @@ constexpr BatchNormChunking ChunkBatchNormRows(int64_t rows) {
 }
 
 // Two double partial sums per (chunk, channel), then three floats per channel.
-constexpr int64_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
+SPILLWAY_HOST_DEVICE constexpr int64_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
   return ChunkBatchNormRows(rows).chunks * channels * 2 * 8 + 3 * channels * 4;
 }
 
@@ -42,12 +45,14 @@ constexpr int64_t BatchNormScratchBytes(int64_t rows, int64_t channels) {
 // chunk, and the total count.
 inline constexpr int64_t kLossMaxChunks = 4096;
 
-constexpr int64_t LossChunkRows(int64_t rows) {
+SPILLWAY_HOST_DEVICE constexpr int64_t LossChunkRows(int64_t rows) {
   return rows <= kLossMaxChunks ? 1 : (rows + kLossMaxChunks - 1) / kLossMaxChunks;
 }
-constexpr int64_t LossChunks(int64_t rows) {
+SPILLWAY_HOST_DEVICE constexpr int64_t LossChunks(int64_t rows) {
   return rows < 1 ? 1 : (rows + LossChunkRows(rows) - 1) / LossChunkRows(rows);
 }
-constexpr int64_t CrossEntropyScratchBytes(int64_t rows) { return LossChunks(rows) * (8 + 8) + 8; }
+SPILLWAY_HOST_DEVICE constexpr int64_t CrossEntropyScratchBytes(int64_t rows) {
+  return LossChunks(rows) * (8 + 8) + 8;
+}
 
 }  // namespace spillway::program

@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/host_device.h"
 #include "program/workspace_sizes.h"
+#include "support/host_device.h"
 
 namespace spillway::backends::cuda {
 
