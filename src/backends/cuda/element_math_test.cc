@@ -258,14 +258,14 @@ class ElementMathBackend final : public testing::ForwardingBackend {
   int element_math_calls_ = 0;
 };
 
-// Every harness case of max pooling (whose gradient is max_pool_backward) and
-// of reduce_sum: the element arithmetic gives the reference kernels' bits,
-// since it adds in their order. The cases include overlapping windows,
-// padding and ties.
-TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
+// Runs every harness case whose op `wanted` accepts through ElementMathBackend
+// and expects the reference kernels' bits, each case through the kernels'
+// arithmetic at least once; returns how many cases ran.
+template <typename Wanted>
+int ExpectBitwiseOnTheHost(Wanted wanted) {
   int cases = 0;
   for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
-    if (test_case.op != ir::OpKind::kMaxPool && test_case.op != ir::OpKind::kReduceSum) continue;
+    if (!wanted(test_case.op)) continue;
     test_case.float_tolerance = 0;  // bit for bit
     ElementMathBackend backend;
     const absl::Status compared = testing::CompareWithReference(backend, test_case);
@@ -273,7 +273,18 @@ TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
     EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
     ++cases;
   }
-  EXPECT_GE(cases, 4);
+  return cases;
+}
+
+// Every harness case of max pooling (whose gradient is max_pool_backward) and
+// of reduce_sum: the element arithmetic gives the reference kernels' bits,
+// since it adds in their order. The cases include overlapping windows,
+// padding and ties.
+TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
+  EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) {
+              return op == ir::OpKind::kMaxPool || op == ir::OpKind::kReduceSum;
+            }),
+            4);
 }
 
 // Every harness case of gelu (both forms), sigmoid, tanh, leaky_relu and
@@ -283,20 +294,11 @@ TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
 TEST(CudaElementMath, ActivationsMatchTheReferenceBitwiseOnTheHost) {
   constexpr ir::OpKind kActivations[] = {ir::OpKind::kGelu, ir::OpKind::kSigmoid, ir::OpKind::kTanh,
                                          ir::OpKind::kLeakyRelu, ir::OpKind::kClip};
-  int cases = 0;
-  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
-    if (std::find(std::begin(kActivations), std::end(kActivations), test_case.op) ==
-        std::end(kActivations)) {
-      continue;
-    }
-    test_case.float_tolerance = 0;  // bit for bit
-    ElementMathBackend backend;
-    const absl::Status compared = testing::CompareWithReference(backend, test_case);
-    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
-    EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
-    ++cases;
-  }
-  EXPECT_GE(cases, 9);
+  EXPECT_GE(ExpectBitwiseOnTheHost([&](ir::OpKind op) {
+              return std::find(std::begin(kActivations), std::end(kActivations), op) !=
+                     std::end(kActivations);
+            }),
+            9);
 }
 
 TEST(CudaElementMath, AnUnknownGeluFormIsRefused) {
