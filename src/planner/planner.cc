@@ -307,11 +307,14 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
     return std::nullopt;
   }
   // Workers take candidates in order, at most `window` ahead of the one being
-  // recorded (an examined candidate may hold a whole Program); this thread
-  // records them in order, as a search trying them one by one would, up to
-  // the first accepted. Those examined after it were speculative and leave
-  // no trace: not in the counts, not in the smallest arena.
-  const size_t window = 4 * width;
+  // recorded; this thread records them in order, as a search trying them one
+  // by one would, up to the first accepted. Those examined after it were
+  // speculative and leave no trace: not in the counts, not in the smallest
+  // arena. Lists end early (a refinement's usually after two or three
+  // candidates), so every candidate a worker runs ahead is likely thrown
+  // away: one each, no more (four each planned slower on two threads than
+  // one thread did; docs/planner.md, "Threads").
+  const size_t window = width;
   std::vector<std::optional<Outcome>> outcomes(count);
   std::mutex mutex;
   std::condition_variable changed;
@@ -333,9 +336,7 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
   };
   std::optional<std::pair<size_t, Evaluation>> result;
   absl::Status status;
-  {
-    std::vector<std::jthread> workers;
-    for (size_t k = 0; k < width; ++k) workers.emplace_back(work);
+  auto record = [&] {
     for (; recording < count;) {
       Outcome outcome;
       {
@@ -357,12 +358,15 @@ absl::StatusOr<std::optional<std::pair<size_t, Evaluation>>> PlanningContext::Fi
       changed.notify_all();
       if (done) break;
     }
-    {
-      std::lock_guard lock(mutex);
-      stop = true;
-      changed.notify_all();
-    }
-  }  // the workers join here
+    std::lock_guard lock(mutex);
+    stop = true;
+    changed.notify_all();
+  };
+  // The pool's threads outlive this call, and with them their caches.
+  if (pool_ == nullptr || pool_->size() != static_cast<int>(width)) {
+    pool_ = std::make_unique<WorkerPool>(static_cast<int>(width));
+  }
+  pool_->Run(work, record);
   RETURN_IF_ERROR(status);
   return result;
 }

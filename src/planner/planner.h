@@ -29,6 +29,7 @@
 #include "program/program.h"
 #include "program/rewriter.h"
 #include "sim/simulator.h"
+#include "support/worker_pool.h"
 
 namespace spillway::planner {
 
@@ -328,6 +329,7 @@ class PlanningContext {
   int laid_out_ = 0;
   std::optional<Evaluation> smallest_;
   std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();
+  std::unique_ptr<WorkerPool> pool_;  // FirstBetter's threads, made on its first use
 };
 
 class Policy {
