@@ -276,7 +276,8 @@ class PlacedBuffers {
 
 }  // namespace
 
-DecreasingSizeBestFitHeap::DecreasingSizeBestFitHeap(int64_t alignment) : alignment_(alignment) {
+DecreasingSizeBestFitHeap::DecreasingSizeBestFitHeap(int64_t alignment, int64_t give_up_above)
+    : alignment_(alignment), give_up_above_(give_up_above) {
   SPILLWAY_CHECK(alignment > 0, "heap alignment must be positive");
 }
 
@@ -353,6 +354,13 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
     const int64_t offset = best_offset >= 0 ? best_offset : top;
     offsets[index] = offset;
     arena_bytes = std::max(arena_bytes, offset + size);
+    if (arena_bytes > give_up_above_) {
+      HeapLayout rejected;
+      rejected.arena_bytes = arena_bytes;
+      rejected.alignment = alignment_;
+      rejected.complete = false;
+      return rejected;
+    }
     placed.Place(slot, last_slot[slot], offset, offset + size);
   }
 

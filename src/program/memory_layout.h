@@ -13,6 +13,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,12 +21,21 @@
 
 namespace spillway::program {
 
+// The arena layout's alignment unless told otherwise: cudaMalloc's, which
+// covers every backend's.
+inline constexpr int64_t kArenaAlignment = 256;
+
 struct HeapLayout {
   // B-trees and flat hash maps, not node-based containers, in what a planner
   // builds for each of thousands of candidates.
   absl::btree_map<int32_t, int64_t> offsets;  // buffer id -> offset
   int64_t arena_bytes = 0;                    // the end of the highest buffer
   int64_t alignment = 1;                      // every offset is a multiple of it
+  // False when the algorithm gave up part way, as soon as the arena passed a
+  // size its caller would reject (DecreasingSizeBestFitHeap's
+  // `give_up_above`): arena_bytes is then past that size, and the offsets
+  // are not all there. Such a layout is for rejecting, never for applying.
+  bool complete = true;
 };
 
 class HeapAlgorithm {
@@ -42,7 +52,7 @@ class HeapAlgorithm {
 // aligned to `alignment` bytes (256, cudaMalloc's alignment).
 class BestFitHeap final : public HeapAlgorithm {
  public:
-  explicit BestFitHeap(int64_t alignment = 256);
+  explicit BestFitHeap(int64_t alignment = kArenaAlignment);
   void Alloc(int32_t buffer, int64_t bytes) override;
   void Free(int32_t buffer) override;
   HeapLayout Finish() override;
@@ -89,6 +99,13 @@ class BestFitHeap final : public HeapAlgorithm {
 // end of all. Finish changes nothing, so it may be called again after more
 // calls, and each buffer not yet freed is then live to that later end.
 //
+// A caller that keeps the layout only if its arena is at most some size can
+// say so (`give_up_above`): the arena only grows as buffers are placed, so
+// Finish stops at the first buffer that takes it past that size and returns
+// an incomplete layout (HeapLayout::complete), whose arena_bytes is past it.
+// Up to that point the placement is the same, so a layout that fits comes
+// out exactly as without the limit.
+//
 // Zero-byte buffers sit at offset 0 and never grow the arena, as in
 // BestFitHeap. An id may be allocated again after it is freed; each Alloc is a
 // new interval, placed on its own, and `offsets` reports the id's latest
@@ -103,7 +120,8 @@ class BestFitHeap final : public HeapAlgorithm {
 // training program takes about 20 ms.
 class DecreasingSizeBestFitHeap final : public HeapAlgorithm {
  public:
-  explicit DecreasingSizeBestFitHeap(int64_t alignment = 256);
+  explicit DecreasingSizeBestFitHeap(int64_t alignment = kArenaAlignment,
+                                     int64_t give_up_above = std::numeric_limits<int64_t>::max());
   void Alloc(int32_t buffer, int64_t bytes) override;
   void Free(int32_t buffer) override;
   HeapLayout Finish() override;
@@ -118,6 +136,7 @@ class DecreasingSizeBestFitHeap final : public HeapAlgorithm {
   int64_t RoundUp(int64_t bytes) const;
 
   int64_t alignment_;
+  int64_t give_up_above_;
   int64_t clock_ = 0;                          // the tick of the next call
   std::vector<Interval> intervals_;            // in Alloc order, so by start
   absl::flat_hash_map<int32_t, size_t> live_;  // buffer -> its open interval

@@ -913,6 +913,36 @@ TEST(DecreasingSizeBestFitHeap, RandomCallsWithReusedIdsMatchAReference) {
   }
 }
 
+TEST(DecreasingSizeBestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
+  for (uint32_t seed = 21; seed <= 24; ++seed) {
+    DecreasingSizeBestFitHeap unlimited;
+    RandomCalls(unlimited, seed, 1500, 256, /*reuse_ids=*/false);
+    const HeapLayout full = unlimited.Finish();
+    ASSERT_TRUE(full.complete);
+    ASSERT_GT(full.arena_bytes, 256);
+    for (const int64_t limit : {full.arena_bytes + 1, full.arena_bytes, full.arena_bytes - 1,
+                                full.arena_bytes / 2, int64_t{0}}) {
+      SCOPED_TRACE(testing::Message() << "seed " << seed << ", limit " << limit);
+      // The same calls, with a limit.
+      DecreasingSizeBestFitHeap limited(256, limit);
+      RandomCalls(limited, seed, 1500, 256, /*reuse_ids=*/false);
+      const HeapLayout layout = limited.Finish();
+      if (limit >= full.arena_bytes) {
+        // Never past the limit: the very same layout.
+        EXPECT_TRUE(layout.complete);
+        EXPECT_EQ(layout.offsets, full.offsets);
+        EXPECT_EQ(layout.arena_bytes, full.arena_bytes);
+      } else {
+        // Past it at some buffer: what the arena had reached by then, which
+        // is past the limit and no more than the whole layout's.
+        EXPECT_FALSE(layout.complete);
+        EXPECT_GT(layout.arena_bytes, limit);
+        EXPECT_LE(layout.arena_bytes, full.arena_bytes);
+      }
+    }
+  }
+}
+
 TEST(DecreasingSizeBestFitHeap, TenThousandBuffersFinish) {
   // A program-like sequence of 10,000 buffers: 200 weights live throughout,
   // 1,800 forward activations freed in reverse order by the backward pass, and

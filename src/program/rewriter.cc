@@ -551,6 +551,7 @@ void AssignArena(Program& program, HeapAlgorithm& heap) {
 }
 
 void ApplyLayout(Program& program, const HeapLayout& layout) {
+  SPILLWAY_CHECK(layout.complete, "applying a layout its algorithm gave up on");
   std::vector<int> free_index(program.buffers.size(), -1);
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction& instruction = program.instructions[i];
@@ -639,9 +640,10 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
 }
 
 void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before) {
-  auto lay_out = [&](bool largest_first, std::span<const int> releases) {
+  auto lay_out = [&](bool largest_first, std::span<const int> releases,
+                     int64_t give_up_above = std::numeric_limits<int64_t>::max()) {
     if (largest_first) {
-      DecreasingSizeBestFitHeap heap;
+      DecreasingSizeBestFitHeap heap(kArenaAlignment, give_up_above);
       return LayOut(program, heap, releases);
     }
     BestFitHeap heap;
@@ -660,7 +662,9 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
     return ApplyLayout(program, online);
   }
   if (!release_before.empty()) {
-    HeapLayout later = lay_out(/*largest_first=*/true, release_before);
+    // Kept only if it fits, so it may give up once it does not: most do not
+    // (the releases lengthen lifetimes), and they find out early.
+    HeapLayout later = lay_out(/*largest_first=*/true, release_before, enough_bytes);
     if (later.arena_bytes <= enough_bytes) return ApplyLayout(program, later);
   }
   // Nothing with the releases fits: the smaller arena without them.

@@ -114,6 +114,16 @@ TEST(Rewriter, AReleasePutOffKeepsItsBytesFromTheBuffersAllocatedBeforeIt) {
   EXPECT_EQ(too_small.arena_bytes, 3 * kKiB);
 }
 
+TEST(RewriterDeathTest, ALayoutItsAlgorithmGaveUpOnIsNeverApplied) {
+  const ir::Graph graph = ParseOrDie(ChainText("spill"));
+  absl::StatusOr<Program> rewritten = Rewrite(graph, TrainingSchedule(graph), PinnedPlan(graph));
+  ASSERT_TRUE(rewritten.ok()) << StatusMessage(rewritten.status());
+  DecreasingSizeBestFitHeap heap(kArenaAlignment, /*give_up_above=*/0);
+  const HeapLayout layout = LayOut(*rewritten, heap);
+  ASSERT_FALSE(layout.complete);
+  EXPECT_DEATH(ApplyLayout(*rewritten, layout), "gave up");
+}
+
 TEST(Rewriter, AFetchStepIssuesTheCopyEarlier) {
   const ir::Graph graph = ParseOrDie(ChainText());
   Plan plan("manual", graph);
