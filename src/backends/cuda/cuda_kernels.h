@@ -114,6 +114,34 @@ cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* 
                             float* param_out, float* buffer_out, int64_t n,
                             const SgdSettings& settings, cudaStream_t stream);
 
+// ---- Softmax and log_softmax along one axis (softmax.cu) ----
+//
+// x is seen as [outer, length, inner] around the axis: line (o, k) is the
+// `length` elements at (o * length + i) * inner + k. One thread computes a
+// whole line in index order, as the reference kernel does
+// (backends/reference/softmax_loss.cc): its maximum, then the sum of
+// exp(x - max) in float, then each output; the backward ops likewise, with
+// the line's sum of dy * y (softmax) or of dy (log_softmax) first. Every
+// input of a line is read before the line is written, so an output may alias
+// its input.
+enum class SoftmaxKind { kSoftmax, kLogSoftmax };
+struct SoftmaxGeometry {
+  SoftmaxKind kind = SoftmaxKind::kSoftmax;
+  int64_t outer = 1;
+  int64_t length = 1;
+  int64_t inner = 1;
+  // A causal softmax's queries (the axis is the last of [..., queries,
+  // keys]): line o's query o % queries sees the keys j <= query + (length -
+  // queries), the others are 0. 0: not causal.
+  int64_t causal_queries = 0;
+};
+cudaError_t LaunchSoftmax(const SoftmaxGeometry& geometry, const float* x, float* y,
+                          cudaStream_t stream);
+// dx from dy and the forward output y: y * (dy - sum(dy * y)) for softmax,
+// dy - exp(y) * sum(dy) for log_softmax.
+cudaError_t LaunchSoftmaxBackward(const SoftmaxGeometry& geometry, const float* dy, const float* y,
+                                  float* dx, cudaStream_t stream);
+
 // ---- Batch norm (normalization.cu) ----
 //
 // x is seen as a matrix [rows, channels] (N, H and W by C). Per-channel sums

@@ -45,6 +45,10 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kLeakyReluBackward,
     ir::OpKind::kClip,
     ir::OpKind::kClipBackward,
+    ir::OpKind::kSoftmax,
+    ir::OpKind::kSoftmaxBackward,
+    ir::OpKind::kLogSoftmax,
+    ir::OpKind::kLogSoftmaxBackward,
     ir::OpKind::kDropout,
     ir::OpKind::kDropoutBackward,
     ir::OpKind::kAdd,
@@ -174,6 +178,47 @@ absl::StatusOr<ActivationParams> MakeActivation(const ir::Node& node) {
       return absl::InvalidArgumentError(
           fmt::format("{} is not an activation", ir::OpName(node.op)));
   }
+}
+
+absl::StatusOr<SoftmaxGeometry> MakeSoftmaxGeometry(const ir::Node& node, const ir::Shape& x) {
+  SoftmaxGeometry g;
+  switch (node.op) {
+    case ir::OpKind::kSoftmax:
+    case ir::OpKind::kSoftmaxBackward:
+      g.kind = SoftmaxKind::kSoftmax;
+      break;
+    case ir::OpKind::kLogSoftmax:
+    case ir::OpKind::kLogSoftmaxBackward:
+      g.kind = SoftmaxKind::kLogSoftmax;
+      break;
+    default:
+      return absl::InvalidArgumentError(fmt::format("{} is not a softmax", ir::OpName(node.op)));
+  }
+  const auto rank = static_cast<int64_t>(x.size());
+  ASSIGN_OR_RETURN(const int64_t given, node.attrs.GetInt("axis", -1));
+  const int64_t axis = given < 0 ? given + rank : given;
+  if (axis < 0 || axis >= rank) {
+    return absl::InvalidArgumentError(
+        fmt::format("softmax axis {} is outside a rank-{} tensor", given, rank));
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t extent = x[static_cast<size_t>(d)];
+    if (d < axis) g.outer *= extent;
+    if (d == axis) g.length = extent;
+    if (d > axis) g.inner *= extent;
+  }
+  // Only the forward softmax masks: its gradient is 0 where y is.
+  if (node.op == ir::OpKind::kSoftmax) {
+    ASSIGN_OR_RETURN(const bool causal, node.attrs.GetBool("causal", false));
+    if (causal) {
+      if (rank < 2 || axis != rank - 1) {
+        return absl::InvalidArgumentError(
+            "a causal softmax runs along the last axis of [..., queries, keys]");
+      }
+      g.causal_queries = x[static_cast<size_t>(rank - 2)];
+    }
+  }
+  return g;
 }
 
 PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
@@ -435,6 +480,21 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       ASSIGN_OR_RETURN(const ActivationParams params, MakeActivation(node));
       return Launched(LaunchActivationGradient(params, In(call, 0), In(call, 1), y.as<float>(),
                                                y.num_elements(), stream));
+    }
+    case ir::OpKind::kSoftmax:
+    case ir::OpKind::kLogSoftmax: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const SoftmaxGeometry geometry,
+                       MakeSoftmaxGeometry(node, call.inputs[0].type->shape));
+      return Launched(LaunchSoftmax(geometry, In(call, 0), y.as<float>(), stream));
+    }
+    case ir::OpKind::kSoftmaxBackward:
+    case ir::OpKind::kLogSoftmaxBackward: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const SoftmaxGeometry geometry,
+                       MakeSoftmaxGeometry(node, call.inputs[0].type->shape));
+      return Launched(
+          LaunchSoftmaxBackward(geometry, In(call, 0), In(call, 1), y.as<float>(), stream));
     }
     case ir::OpKind::kDropout:
     case ir::OpKind::kDropoutBackward: {

@@ -32,6 +32,11 @@ CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
 // unknown gelu form.
 absl::StatusOr<ActivationParams> MakeActivation(const ir::Node& node);
 
+// The lines a softmax or log_softmax node (or its gradient) computes along
+// its axis, for x's shape; an error for any other op, an axis outside x, or
+// a causal softmax not along the last axis.
+absl::StatusOr<SoftmaxGeometry> MakeSoftmaxGeometry(const ir::Node& node, const ir::Shape& x);
+
 class CudaOps {
  public:
   // The handles are the backend's; convolutions run as `convolution` says.

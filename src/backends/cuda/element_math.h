@@ -1,8 +1,8 @@
 // What one thread of a CUDA kernel computes, where the index arithmetic is
 // the risk: the windows of a max pool and its gradient, the unravelling of a
 // reduction, batch norm's chunked per-channel sums and its element-wise
-// passes, the cross-entropy's rows and chunks. The kernels (pooling.cu,
-// cuda_kernels.cu, normalization.cu, loss.cu) call
+// passes, the cross-entropy's rows and chunks, softmax's lines. The kernels
+// (pooling.cu, cuda_kernels.cu, normalization.cu, loss.cu, softmax.cu) call
 // these on the device; cuda_test calls them on the host, in the kernels'
 // order, and compares with the reference kernels, so the arithmetic is tested
 // on a machine without a GPU. (What the host cannot test: the launch, shared
@@ -180,6 +180,72 @@ SPILLWAY_HOST_DEVICE inline float ReduceSumAt(const float* x, const ReduceGeomet
     sum += x[offset];
   }
   return static_cast<float>(sum);
+}
+
+// ---- Softmax and log_softmax (SoftmaxGeometry), one line per thread ----
+
+// The element i of line (o, k).
+SPILLWAY_HOST_DEVICE inline int64_t SoftmaxOffset(const SoftmaxGeometry& g, int64_t o, int64_t i,
+                                                  int64_t k) {
+  return (o * g.length + i) * g.inner + k;
+}
+
+// How many leading elements of line (o, .) the softmax sees: all of them, or
+// a causal query's keys (none where there are more queries than keys).
+SPILLWAY_HOST_DEVICE inline int64_t SoftmaxVisible(const SoftmaxGeometry& g, int64_t o) {
+  if (g.causal_queries == 0) return g.length;
+  const int64_t visible = o % g.causal_queries + (g.length - g.causal_queries) + 1;
+  return visible < 0 ? 0 : (visible > g.length ? g.length : visible);
+}
+
+// Line `line` (= o * inner + k) of softmax or log_softmax: the maximum of
+// the visible elements (a later one wins only if greater, as std::max), the
+// sum of exp(x - max) in float in index order, then each output.
+SPILLWAY_HOST_DEVICE inline void SoftmaxLine(const SoftmaxGeometry& g, const float* x, float* y,
+                                             int64_t line) {
+  const int64_t o = line / g.inner;
+  const int64_t k = line % g.inner;
+  const int64_t visible = SoftmaxVisible(g, o);
+  float max = 0.0f;
+  float sum = 0.0f;
+  if (visible > 0) {
+    max = x[SoftmaxOffset(g, o, 0, k)];
+    for (int64_t i = 1; i < visible; ++i) {
+      const float v = x[SoftmaxOffset(g, o, i, k)];
+      max = max < v ? v : max;
+    }
+    for (int64_t i = 0; i < visible; ++i) sum += expf(x[SoftmaxOffset(g, o, i, k)] - max);
+  }
+  if (g.kind == SoftmaxKind::kLogSoftmax) {
+    const float log_sum = logf(sum);
+    for (int64_t i = 0; i < g.length; ++i) {
+      const int64_t at = SoftmaxOffset(g, o, i, k);
+      y[at] = x[at] - max - log_sum;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < g.length; ++i) {
+    const int64_t at = SoftmaxOffset(g, o, i, k);
+    y[at] = i < visible ? expf(x[at] - max) / sum : 0.0f;
+  }
+}
+
+// Line `line` of the backward op: the line's sum (of dy * y for softmax, of
+// dy for log_softmax) in float in index order, then each dx.
+SPILLWAY_HOST_DEVICE inline void SoftmaxGradientLine(const SoftmaxGeometry& g, const float* dy,
+                                                     const float* y, float* dx, int64_t line) {
+  const int64_t o = line / g.inner;
+  const int64_t k = line % g.inner;
+  const bool log = g.kind == SoftmaxKind::kLogSoftmax;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < g.length; ++i) {
+    const int64_t at = SoftmaxOffset(g, o, i, k);
+    sum += log ? dy[at] : dy[at] * y[at];
+  }
+  for (int64_t i = 0; i < g.length; ++i) {
+    const int64_t at = SoftmaxOffset(g, o, i, k);
+    dx[at] = log ? dy[at] - expf(y[at]) * sum : y[at] * (dy[at] - sum);
+  }
 }
 
 // ---- Batch norm ----

@@ -236,6 +236,27 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kSoftmax:
+      case ir::OpKind::kLogSoftmax: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const SoftmaxGeometry g,
+                         MakeSoftmaxGeometry(call.node, call.inputs[0].type->shape));
+        for (int64_t line = 0; line < g.outer * g.inner; ++line) {
+          SoftmaxLine(g, call.inputs[0].as<const float>(), y.as<float>(), line);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kSoftmaxBackward:
+      case ir::OpKind::kLogSoftmaxBackward: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const SoftmaxGeometry g,
+                         MakeSoftmaxGeometry(call.node, call.inputs[0].type->shape));
+        for (int64_t line = 0; line < g.outer * g.inner; ++line) {
+          SoftmaxGradientLine(g, call.inputs[0].as<const float>(), call.inputs[1].as<const float>(),
+                              y.as<float>(), line);
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kCrossEntropyLoss:
       case ir::OpKind::kCrossEntropyLossBackward:
         ++element_math_calls_;
@@ -299,6 +320,38 @@ TEST(CudaElementMath, ActivationsMatchTheReferenceBitwiseOnTheHost) {
                      std::end(kActivations);
             }),
             9);
+}
+
+// Every harness case of softmax (along the last and a middle axis, causal,
+// causal with more queries than keys) and log_softmax, and through them
+// their gradients: a line per thread, summed in the reference's order, gives
+// the reference kernels' bits on the host.
+TEST(CudaElementMath, SoftmaxesMatchTheReferenceBitwiseOnTheHost) {
+  EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) {
+              return op == ir::OpKind::kSoftmax || op == ir::OpKind::kLogSoftmax;
+            }),
+            6);
+}
+
+TEST(CudaElementMath, ASoftmaxGeometryNeedsASoftmaxAndAnAxisInside) {
+  ir::Node node;
+  node.op = ir::OpKind::kSoftmax;
+  node.attrs.Set("axis", int64_t{-2});
+  absl::StatusOr<SoftmaxGeometry> g = MakeSoftmaxGeometry(node, {2, 3, 4});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->outer, 2);
+  EXPECT_EQ(g->length, 3);
+  EXPECT_EQ(g->inner, 4);
+  EXPECT_EQ(g->causal_queries, 0);
+  node.attrs.Set("axis", int64_t{3});
+  g = MakeSoftmaxGeometry(node, {2, 3, 4});
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(std::string(g.status().message()), ::testing::HasSubstr("axis 3"));
+  node.attrs.Set("axis", int64_t{1});
+  node.attrs.Set("causal", true);
+  EXPECT_FALSE(MakeSoftmaxGeometry(node, {2, 3, 4}).ok());  // causal along a middle axis
+  node.op = ir::OpKind::kRelu;
+  EXPECT_FALSE(MakeSoftmaxGeometry(node, {2, 3, 4}).ok());
 }
 
 TEST(CudaElementMath, AnUnknownGeluFormIsRefused) {
