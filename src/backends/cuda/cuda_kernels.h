@@ -188,6 +188,24 @@ cudaError_t LaunchBatchNormBackward(const float* dy, const float* x, const float
                                     float* dgamma, float* dbeta, void* scratch,
                                     cudaStream_t stream);
 
+// ---- Layer norm (normalization.cu) ----
+//
+// x is seen as [rows, features] and normalized per row: y = (x - mean) *
+// rstd * gamma + beta with the row's mean and rstd = 1 / sqrt(variance +
+// epsilon), the biased variance. One thread per row sums the row in float in
+// index order (the reference kernel's order), so a recomputation gives
+// bitwise the first run's output. Null outputs are not written.
+cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t rows,
+                            int64_t features, float epsilon, float* y, float* mean, float* rstd,
+                            cudaStream_t stream);
+// dx per row (one thread each), then dgamma = sum(dy * x_hat) and dbeta =
+// sum(dy) per feature (one thread each, over the rows in order). No output
+// may alias an input. Null outputs are not written.
+cudaError_t LaunchLayerNormBackward(const float* dy, const float* x, const float* gamma,
+                                    const float* mean, const float* rstd, int64_t rows,
+                                    int64_t features, float* dx, float* dgamma, float* dbeta,
+                                    cudaStream_t stream);
+
 // ---- Pooling (pooling.cu) ----
 
 // An NHWC pooling window: x [n, h, w, c], y [n, out_h, out_w, c].

@@ -29,6 +29,8 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kConv2dBackwardWeight,
     ir::OpKind::kBatchNorm,
     ir::OpKind::kBatchNormBackward,
+    ir::OpKind::kLayerNorm,
+    ir::OpKind::kLayerNormBackward,
     ir::OpKind::kRelu,
     ir::OpKind::kReluBackward,
     ir::OpKind::kMaxPool,
@@ -605,6 +607,18 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
                                   m.rows, m.columns, *node.attrs.GetBool("training", true),
                                   static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5)),
                                   Out(call, 0), Out(call, 1), Out(call, 2), scratch, stream));
+    }
+    case ir::OpKind::kLayerNorm: {
+      const ir::MatrixExtent m = ir::AsMatrix(call.inputs[0].type->shape);
+      return Launched(LaunchLayerNorm(In(call, 0), In(call, 1), In(call, 2), m.rows, m.columns,
+                                      static_cast<float>(*node.attrs.GetFloat("epsilon", 1e-5)),
+                                      Out(call, 0), Out(call, 1), Out(call, 2), stream));
+    }
+    case ir::OpKind::kLayerNormBackward: {
+      const ir::MatrixExtent m = ir::AsMatrix(call.inputs[1].type->shape);
+      return Launched(LaunchLayerNormBackward(In(call, 0), In(call, 1), In(call, 2), In(call, 3),
+                                              In(call, 4), m.rows, m.columns, Out(call, 0),
+                                              Out(call, 1), Out(call, 2), stream));
     }
     case ir::OpKind::kMaxPool:
       if (y.data == nullptr) return absl::OkStatus();

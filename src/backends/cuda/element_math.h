@@ -1,7 +1,8 @@
 // What one thread of a CUDA kernel computes, where the index arithmetic is
 // the risk: the windows of a max pool and its gradient, the unravelling of a
 // reduction, batch norm's chunked per-channel sums and its element-wise
-// passes, the cross-entropy's rows and chunks, softmax's lines. The kernels
+// passes, layer norm's rows and features, the cross-entropy's rows and
+// chunks, softmax's lines. The kernels
 // (pooling.cu, cuda_kernels.cu, normalization.cu, loss.cu, softmax.cu) call
 // these on the device; cuda_test calls them on the host, in the kernels'
 // order, and compares with the reference kernels, so the arithmetic is tested
@@ -313,7 +314,8 @@ SPILLWAY_HOST_DEVICE inline PairSum ChannelTotals(const double* partials, int64_
   return totals;
 }
 
-SPILLWAY_HOST_DEVICE inline float BatchNormInvStd(float variance, float epsilon) {
+// Batch norm's and layer norm's 1 / sqrt(variance + epsilon).
+SPILLWAY_HOST_DEVICE inline float InvStd(float variance, float epsilon) {
   return 1.0f / sqrtf(variance + epsilon);
 }
 
@@ -332,7 +334,7 @@ SPILLWAY_HOST_DEVICE inline BatchStatistics FinishBatchStatistics(const PairSum&
   BatchStatistics statistics;
   statistics.mean = static_cast<float>(mean);
   statistics.variance = static_cast<float>(variance);
-  statistics.inv_std = BatchNormInvStd(statistics.variance, epsilon);
+  statistics.inv_std = InvStd(statistics.variance, epsilon);
   return statistics;
 }
 
@@ -379,9 +381,10 @@ SPILLWAY_HOST_DEVICE inline void FinishChannelGradientSums(const double* partial
   if (dbeta != nullptr) dbeta[c] = static_cast<float>(totals.first);
 }
 
-// The one normalization expression (as the reference kernel's Normalize).
-SPILLWAY_HOST_DEVICE inline float BatchNormalize(float x, float mean, float inv_std, float gamma,
-                                                 float beta) {
+// The one normalization expression (as the reference kernel's Normalize), of
+// batch norm and layer norm alike.
+SPILLWAY_HOST_DEVICE inline float Normalize(float x, float mean, float inv_std, float gamma,
+                                            float beta) {
   return (x - mean) * inv_std * gamma + beta;
 }
 
@@ -395,6 +398,72 @@ SPILLWAY_HOST_DEVICE inline float BatchNormInputGradient(float dy, float x, floa
   if (!training) return scale * dy;
   const float x_hat = (x - mean) * inv_std;
   return scale * (dy - sum_dy / rows - x_hat * sum_dy_x_hat / rows);
+}
+
+// ---- Layer norm ----
+//
+// x is [rows, features], normalized per row. The forward op and dx take one
+// thread per row, dgamma and dbeta one per feature; each sums in float in the
+// reference kernel's order (backends/reference/normalization.cc).
+
+// Row r: its mean and rstd (written where given) and y (where given).
+SPILLWAY_HOST_DEVICE inline void LayerNormRow(const float* x, const float* gamma, const float* beta,
+                                              int64_t features, float epsilon, int64_t r, float* y,
+                                              float* mean_out, float* rstd_out) {
+  const float* row = x + r * features;
+  const float count = static_cast<float>(features);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < features; ++c) sum += row[c];
+  const float mean = sum / count;
+  float squares = 0.0f;
+  for (int64_t c = 0; c < features; ++c) squares += (row[c] - mean) * (row[c] - mean);
+  const float rstd = InvStd(squares / count, epsilon);
+  if (mean_out != nullptr) mean_out[r] = mean;
+  if (rstd_out != nullptr) rstd_out[r] = rstd;
+  if (y == nullptr) return;
+  for (int64_t c = 0; c < features; ++c) {
+    y[r * features + c] = Normalize(row[c], mean, rstd, gamma[c], beta[c]);
+  }
+}
+
+// Row r of dx: with x_hat = (x - mean) * rstd and g = dy * gamma,
+// rstd * (g - sum(g) / features - x_hat * sum(g * x_hat) / features).
+SPILLWAY_HOST_DEVICE inline void LayerNormGradientRow(const float* dy, const float* x,
+                                                      const float* gamma, const float* mean,
+                                                      const float* rstd, int64_t features,
+                                                      int64_t r, float* dx) {
+  const int64_t base = r * features;
+  const float count = static_cast<float>(features);
+  float sum_g = 0.0f;
+  float sum_g_x_hat = 0.0f;
+  for (int64_t c = 0; c < features; ++c) {
+    const float g = dy[base + c] * gamma[c];
+    sum_g += g;
+    sum_g_x_hat += g * ((x[base + c] - mean[r]) * rstd[r]);
+  }
+  for (int64_t c = 0; c < features; ++c) {
+    const float g = dy[base + c] * gamma[c];
+    const float x_hat = (x[base + c] - mean[r]) * rstd[r];
+    dx[base + c] = rstd[r] * (g - sum_g / count - x_hat * sum_g_x_hat / count);
+  }
+}
+
+// Feature c's dgamma = sum(dy * x_hat) and dbeta = sum(dy) over the rows in
+// order, each written where given.
+SPILLWAY_HOST_DEVICE inline void LayerNormParameterGradient(const float* dy, const float* x,
+                                                            const float* mean, const float* rstd,
+                                                            int64_t rows, int64_t features,
+                                                            int64_t c, float* dgamma,
+                                                            float* dbeta) {
+  float sum_dy = 0.0f;
+  float sum_dy_x_hat = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = r * features + c;
+    sum_dy += dy[i];
+    sum_dy_x_hat += dy[i] * ((x[i] - mean[r]) * rstd[r]);
+  }
+  if (dgamma != nullptr) dgamma[c] = sum_dy_x_hat;
+  if (dbeta != nullptr) dbeta[c] = sum_dy;
 }
 
 // ---- Cross-entropy ----

@@ -73,7 +73,7 @@ absl::Status BatchNormAsTheKernels(const KernelCall& call) {
   } else if (!*call.node.attrs.GetBool("training", true)) {
     for (size_t c = 0; c < mean.size(); ++c) {
       mean[c] = call.inputs[3].as<const float>()[c];
-      inv_std[c] = BatchNormInvStd(call.inputs[4].as<const float>()[c], epsilon);
+      inv_std[c] = InvStd(call.inputs[4].as<const float>()[c], epsilon);
     }
   } else {
     const std::vector<double> partials = PartialsAsTheKernelsAddThem(
@@ -94,7 +94,7 @@ absl::Status BatchNormAsTheKernels(const KernelCall& call) {
   if (y != nullptr) {
     for (int64_t i = 0; i < m.rows * m.columns; ++i) {
       const size_t c = channel(i);
-      y[i] = BatchNormalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
+      y[i] = Normalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
     }
   }
   return absl::OkStatus();
@@ -112,7 +112,7 @@ absl::Status BatchNormBackwardAsTheKernels(const KernelCall& call) {
   const float epsilon = static_cast<float>(*call.node.attrs.GetFloat("epsilon", 1e-5));
   std::vector<float> inv_std(static_cast<size_t>(m.columns));
   for (size_t c = 0; c < inv_std.size(); ++c) {
-    inv_std[c] = training ? spread[c] : BatchNormInvStd(spread[c], epsilon);
+    inv_std[c] = training ? spread[c] : InvStd(spread[c], epsilon);
   }
   const std::vector<double> partials = PartialsAsTheKernelsAddThem(
       m.rows, m.columns,
@@ -236,6 +236,36 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kLayerNorm: {
+        ++element_math_calls_;
+        const ir::MatrixExtent m = ir::AsMatrix(call.inputs[0].type->shape);
+        const auto epsilon = static_cast<float>(*call.node.attrs.GetFloat("epsilon", 1e-5));
+        for (int64_t r = 0; r < m.rows; ++r) {
+          LayerNormRow(call.inputs[0].as<const float>(), call.inputs[1].as<const float>(),
+                       call.inputs[2].as<const float>(), m.columns, epsilon, r,
+                       OutputOrNull(call, 0), OutputOrNull(call, 1), OutputOrNull(call, 2));
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kLayerNormBackward: {
+        ++element_math_calls_;
+        const ir::MatrixExtent m = ir::AsMatrix(call.inputs[1].type->shape);
+        const float* dy = call.inputs[0].as<const float>();
+        const float* x = call.inputs[1].as<const float>();
+        const float* mean = call.inputs[3].as<const float>();
+        const float* rstd = call.inputs[4].as<const float>();
+        if (float* dx = OutputOrNull(call, 0)) {
+          for (int64_t r = 0; r < m.rows; ++r) {
+            LayerNormGradientRow(dy, x, call.inputs[2].as<const float>(), mean, rstd, m.columns, r,
+                                 dx);
+          }
+        }
+        for (int64_t c = 0; c < m.columns; ++c) {
+          LayerNormParameterGradient(dy, x, mean, rstd, m.rows, m.columns, c, OutputOrNull(call, 1),
+                                     OutputOrNull(call, 2));
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kSoftmax:
       case ir::OpKind::kLogSoftmax: {
         ++element_math_calls_;
@@ -331,6 +361,23 @@ TEST(CudaElementMath, SoftmaxesMatchTheReferenceBitwiseOnTheHost) {
               return op == ir::OpKind::kSoftmax || op == ir::OpKind::kLogSoftmax;
             }),
             6);
+}
+
+// Every harness case of layer_norm, and through them layer_norm_backward:
+// a row (or, for the parameters' gradients, a feature) per thread, summed in
+// float in the reference's order, gives the reference kernels' bits.
+// A larger one too: 64 rows of 129 features.
+TEST(CudaElementMath, LayerNormMatchesTheReferenceBitwiseOnTheHost) {
+  EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) { return op == ir::OpKind::kLayerNorm; }), 1);
+  testing::OpTestCase wide = testing::Case("layer_norm/64x129", ir::OpKind::kLayerNorm,
+                                           {ir::F32({4, 16, 129}), ir::F32({129}), ir::F32({129})});
+  wide.check_gradient =
+      false;  // compared with the reference's gradient, not checked by differences
+  wide.float_tolerance = 0;
+  ElementMathBackend backend;
+  const absl::Status compared = testing::CompareWithReference(backend, wide);
+  EXPECT_TRUE(compared.ok()) << compared;
+  EXPECT_EQ(backend.element_math_calls(), 2);  // layer_norm and layer_norm_backward
 }
 
 TEST(CudaElementMath, ASoftmaxGeometryNeedsASoftmaxAndAnAxisInside) {

@@ -1,5 +1,6 @@
 // Batch norm: per-channel sums over fixed chunks of rows, then per-channel
-// finishing, then one element-wise pass (cuda_kernels.h says why each is
+// finishing, then one element-wise pass; layer norm: a thread per row, and
+// per feature for its parameters' gradients (cuda_kernels.h says why each is
 // deterministic).
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/element_math.h"
@@ -93,7 +94,7 @@ __global__ void FinishMoments(const double* partials, int64_t chunks, int64_t ro
 __global__ void RunningInvStd(const float* running_var, int64_t channels, float epsilon,
                               float* inv_std) {
   for (int64_t c = GridStart(); c < channels; c += GridStride()) {
-    inv_std[c] = BatchNormInvStd(running_var[c], epsilon);
+    inv_std[c] = InvStd(running_var[c], epsilon);
   }
 }
 
@@ -102,7 +103,7 @@ __global__ void NormalizeRows(const float* x, const float* gamma, const float* b
                               float* y) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
     const int64_t c = i % channels;
-    y[i] = BatchNormalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
+    y[i] = Normalize(x[i], mean[c], inv_std[c], gamma[c], beta[c]);
   }
 }
 
@@ -133,7 +134,55 @@ dim3 PartialGrid(const Chunking& chunking, int64_t channels) {
 
 const dim3 kPartialBlock(kChannelsPerBlock, kLanes);
 
+__global__ void LayerNorm(const float* x, const float* gamma, const float* beta, int64_t rows,
+                          int64_t features, float epsilon, float* y, float* mean, float* rstd) {
+  for (int64_t r = GridStart(); r < rows; r += GridStride()) {
+    LayerNormRow(x, gamma, beta, features, epsilon, r, y, mean, rstd);
+  }
+}
+
+__global__ void LayerNormInputGradient(const float* dy, const float* x, const float* gamma,
+                                       const float* mean, const float* rstd, int64_t rows,
+                                       int64_t features, float* dx) {
+  for (int64_t r = GridStart(); r < rows; r += GridStride()) {
+    LayerNormGradientRow(dy, x, gamma, mean, rstd, features, r, dx);
+  }
+}
+
+__global__ void LayerNormParameterGradients(const float* dy, const float* x, const float* mean,
+                                            const float* rstd, int64_t rows, int64_t features,
+                                            float* dgamma, float* dbeta) {
+  for (int64_t c = GridStart(); c < features; c += GridStride()) {
+    LayerNormParameterGradient(dy, x, mean, rstd, rows, features, c, dgamma, dbeta);
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t rows,
+                            int64_t features, float epsilon, float* y, float* mean, float* rstd,
+                            cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  LayerNorm<<<Blocks(rows), kThreads, 0, stream>>>(x, gamma, beta, rows, features, epsilon, y, mean,
+                                                   rstd);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchLayerNormBackward(const float* dy, const float* x, const float* gamma,
+                                    const float* mean, const float* rstd, int64_t rows,
+                                    int64_t features, float* dx, float* dgamma, float* dbeta,
+                                    cudaStream_t stream) {
+  if (dx != nullptr && rows > 0) {
+    LayerNormInputGradient<<<Blocks(rows), kThreads, 0, stream>>>(dy, x, gamma, mean, rstd, rows,
+                                                                  features, dx);
+    if (const cudaError_t launched = cudaGetLastError(); launched != cudaSuccess) return launched;
+  }
+  if ((dgamma != nullptr || dbeta != nullptr) && features > 0) {
+    LayerNormParameterGradients<<<Blocks(features), kThreads, 0, stream>>>(dy, x, mean, rstd, rows,
+                                                                           features, dgamma, dbeta);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchBatchNormTraining(const float* x, const float* gamma, const float* beta,
                                     int64_t rows, int64_t channels,
