@@ -1,5 +1,6 @@
-// The element-wise kernels: activations, binary ops, add_n, fill, bias,
-// reduce_sum and the SGD update.
+// The element-wise kernels: activations, binary ops (broadcasting too),
+// add_n, fill, bias, reduce_sum and the SGD update; strided copies
+// (transpose, slice and its gradient) and the embedding and its gradient.
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
@@ -35,6 +36,44 @@ __global__ void Binary(const float* a, const float* b, float* c, int64_t n) {
     if constexpr (kOp == BinaryOp::kAdd) c[i] = a[i] + b[i];
     if constexpr (kOp == BinaryOp::kSub) c[i] = a[i] - b[i];
     if constexpr (kOp == BinaryOp::kMul) c[i] = a[i] * b[i];
+  }
+}
+
+template <typename T>
+__global__ void Gather(const T* x, T* y, StridedView view, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) y[i] = x[StridedOffset(view, i)];
+}
+
+__global__ void Scatter(const float* y, float* x, StridedView view, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) x[StridedOffset(view, i)] = y[i];
+}
+
+// As Binary: one IEEE operation per element, the CPU's bits.
+template <BinaryOp kOp>
+__global__ void BroadcastBinary(const float* a, StridedView a_view, const float* b,
+                                StridedView b_view, float* c, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    const float x = a[StridedOffset(a_view, i)];
+    const float y = b[StridedOffset(b_view, i)];
+    if constexpr (kOp == BinaryOp::kAdd) c[i] = x + y;
+    if constexpr (kOp == BinaryOp::kSub) c[i] = x - y;
+    if constexpr (kOp == BinaryOp::kMul) c[i] = x * y;
+  }
+}
+
+__global__ void Embedding(const float* table, const void* indices, bool indices_i32, int64_t rows,
+                          int64_t width, float* y, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    const int64_t row = EmbeddingRow(indices, indices_i32, i / width, rows);
+    if (row < 0) __trap();
+    y[i] = table[row * width + i % width];
+  }
+}
+
+__global__ void EmbeddingBackward(const float* dy, const void* indices, bool indices_i32,
+                                  int64_t count, int64_t rows, int64_t width, float* dtable) {
+  for (int64_t d = GridStart(); d < width; d += GridStride()) {
+    if (!EmbeddingGradientColumn(dy, indices, indices_i32, count, rows, width, d, dtable)) __trap();
   }
 }
 
@@ -109,6 +148,84 @@ cudaError_t LaunchActivationGradient(const ActivationParams& params, const float
                                      cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   ActivateGradient<<<Blocks(n), kThreads, 0, stream>>>(params, dy, saved, dx, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const StridedView& view,
+                         int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (element_bytes) {
+    case 1:
+      Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x),
+                                                 static_cast<uint8_t*>(y), view, n);
+      break;
+    case 4:
+      Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
+                                                 static_cast<uint32_t*>(y), view, n);
+      break;
+    case 8:
+      Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x),
+                                                 static_cast<uint64_t*>(y), view, n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchScatter(const float* y, float* x, int64_t x_elements, const StridedView& view,
+                          int64_t n, cudaStream_t stream) {
+  if (const cudaError_t zeroed =
+          cudaMemsetAsync(x, 0, static_cast<size_t>(x_elements) * sizeof(float), stream);
+      zeroed != cudaSuccess) {
+    return zeroed;
+  }
+  if (n == 0) return cudaSuccess;
+  Scatter<<<Blocks(n), kThreads, 0, stream>>>(y, x, view, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBroadcastBinary(BinaryOp op, const float* a, const StridedView& a_view,
+                                  const float* b, const StridedView& b_view, float* c, int64_t n,
+                                  cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (op) {
+    case BinaryOp::kAdd:
+      BroadcastBinary<BinaryOp::kAdd>
+          <<<Blocks(n), kThreads, 0, stream>>>(a, a_view, b, b_view, c, n);
+      break;
+    case BinaryOp::kSub:
+      BroadcastBinary<BinaryOp::kSub>
+          <<<Blocks(n), kThreads, 0, stream>>>(a, a_view, b, b_view, c, n);
+      break;
+    case BinaryOp::kMul:
+      BroadcastBinary<BinaryOp::kMul>
+          <<<Blocks(n), kThreads, 0, stream>>>(a, a_view, b, b_view, c, n);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchEmbedding(const float* table, const void* indices, bool indices_i32,
+                            int64_t count, int64_t rows, int64_t width, float* y,
+                            cudaStream_t stream) {
+  const int64_t n = count * width;
+  if (n == 0) return cudaSuccess;
+  Embedding<<<Blocks(n), kThreads, 0, stream>>>(table, indices, indices_i32, rows, width, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchEmbeddingBackward(const float* dy, const void* indices, bool indices_i32,
+                                    int64_t count, int64_t rows, int64_t width, float* dtable,
+                                    cudaStream_t stream) {
+  if (const cudaError_t zeroed =
+          cudaMemsetAsync(dtable, 0, static_cast<size_t>(rows * width) * sizeof(float), stream);
+      zeroed != cudaSuccess) {
+    return zeroed;
+  }
+  if (width == 0) return cudaSuccess;
+  EmbeddingBackward<<<Blocks(width), kThreads, 0, stream>>>(dy, indices, indices_i32, count, rows,
+                                                            width, dtable);
   return cudaGetLastError();
 }
 

@@ -54,9 +54,50 @@ cudaError_t LaunchActivation(const ActivationParams& params, const float* x, flo
 // gelu and leaky_relu, the output of sigmoid, tanh and clip.
 cudaError_t LaunchActivationGradient(const ActivationParams& params, const float* dy,
                                      const float* saved, float* dx, int64_t n, cudaStream_t stream);
-// c = a op b, element by element (same shapes; no broadcasting).
+// c = a op b, element by element (same shapes; LaunchBroadcastBinary
+// broadcasts).
 cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* c, int64_t n,
                          cudaStream_t stream);
+
+// ---- Strided copies and broadcasting ----
+//
+// Element i of a dense row-major tensor of shape `extent` read from another
+// tensor at base + sum_d index_d(i) * stride_d: a transpose's input in its
+// output's order, a slice's window, an operand broadcast to its output's
+// shape (stride 0 along the axes it stretches).
+inline constexpr int kMaxStridedRank = 8;
+struct StridedView {
+  int rank = 0;
+  int64_t extent[kMaxStridedRank] = {};
+  int64_t stride[kMaxStridedRank] = {};
+  int64_t base = 0;
+};
+// y[i] = x[view(i)] for the n elements of y, elements of 1, 4 or 8 bytes
+// (transpose and slice of any dtype).
+cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const StridedView& view,
+                         int64_t n, cudaStream_t stream);
+// x = 0, then x[view(i)] = y[i] for the n elements of y (a slice's gradient:
+// the view's offsets are distinct, so no two threads write one element).
+cudaError_t LaunchScatter(const float* y, float* x, int64_t x_elements, const StridedView& view,
+                          int64_t n, cudaStream_t stream);
+// c[i] = a[a_view(i)] op b[b_view(i)]: add, sub or mul with numpy's
+// broadcasting. c may be a's or b's buffer only where that operand has c's
+// shape (its view is then the identity).
+cudaError_t LaunchBroadcastBinary(BinaryOp op, const float* a, const StridedView& a_view,
+                                  const float* b, const StridedView& b_view, float* c, int64_t n,
+                                  cudaStream_t stream);
+// An embedding: y[i, :] = table[indices[i], :] for `count` indices (i32 or
+// i64) into a table of `rows` rows of `width`. Its gradient: dtable = 0, then
+// dy's rows added into it in index order, one thread per feature column, so
+// that repeated indices sum in the reference kernel's order. An index
+// outside the table stops the kernel (__trap): the step fails at its next
+// synchronization.
+cudaError_t LaunchEmbedding(const float* table, const void* indices, bool indices_i32,
+                            int64_t count, int64_t rows, int64_t width, float* y,
+                            cudaStream_t stream);
+cudaError_t LaunchEmbeddingBackward(const float* dy, const void* indices, bool indices_i32,
+                                    int64_t count, int64_t rows, int64_t width, float* dtable,
+                                    cudaStream_t stream);
 
 // Dropout and its backward op (the same map of x or dy): y = x * (1 / (1 -
 // p)) where backends/dropout_mask.h's mask of (seed, step) keeps element i,

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_status.h"
 #include "backends/cuda/matmul.h"
+#include "backends/strides.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "ir/attributes.h"
@@ -65,6 +66,11 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kReduceSum,
     ir::OpKind::kReshape,
     ir::OpKind::kFlatten,
+    ir::OpKind::kTranspose,
+    ir::OpKind::kSlice,
+    ir::OpKind::kSliceBackward,
+    ir::OpKind::kEmbedding,
+    ir::OpKind::kEmbeddingBackward,
     ir::OpKind::kFill,
     ir::OpKind::kSgdUpdate,
 };
@@ -223,6 +229,58 @@ absl::StatusOr<SoftmaxGeometry> MakeSoftmaxGeometry(const ir::Node& node, const 
   return g;
 }
 
+absl::StatusOr<StridedView> MakeStridedView(std::span<const int64_t> extent,
+                                            std::span<const int64_t> strides, int64_t base) {
+  if (extent.size() > static_cast<size_t>(kMaxStridedRank) || strides.size() != extent.size()) {
+    return absl::UnimplementedError(
+        fmt::format("the CUDA backend indexes tensors of rank {} at most, not {}", kMaxStridedRank,
+                    extent.size()));
+  }
+  StridedView view;
+  view.rank = static_cast<int>(extent.size());
+  std::copy(extent.begin(), extent.end(), view.extent);
+  std::copy(strides.begin(), strides.end(), view.stride);
+  view.base = base;
+  return view;
+}
+
+absl::StatusOr<StridedView> MakeTransposeView(const ir::AttrMap& attrs, const ir::Shape& x) {
+  ASSIGN_OR_RETURN(const ir::IntList perm, attrs.GetInts("perm"));
+  if (perm.size() != x.size()) {
+    return absl::InvalidArgumentError(fmt::format("perm [{}] does not permute the {} axes of {}",
+                                                  fmt::join(perm, ", "), x.size(),
+                                                  ir::ShapeToString(x)));
+  }
+  const std::vector<int64_t> dense = RowMajorStrides(x);
+  std::vector<int64_t> extent(perm.size());
+  std::vector<int64_t> strides(perm.size());
+  std::vector<bool> seen(perm.size(), false);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    const int64_t axis = perm[d];
+    if (axis < 0 || axis >= static_cast<int64_t>(x.size()) || seen[static_cast<size_t>(axis)]) {
+      return absl::InvalidArgumentError(fmt::format("perm [{}] is not a permutation of {} axes",
+                                                    fmt::join(perm, ", "), x.size()));
+    }
+    seen[static_cast<size_t>(axis)] = true;
+    extent[d] = x[static_cast<size_t>(axis)];
+    strides[d] = dense[static_cast<size_t>(axis)];
+  }
+  return MakeStridedView(extent, strides, 0);
+}
+
+absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Shape& x) {
+  ASSIGN_OR_RETURN(const SliceWindow window, ResolveSliceWindow(attrs, x));
+  return MakeStridedView(window.shape, window.strides, window.base);
+}
+
+absl::StatusOr<StridedView> MakeBroadcastView(const ir::Shape& operand, const ir::Shape& out) {
+  if (!BroadcastsTo(operand, out)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} does not broadcast to {}", ir::ShapeToString(operand), ir::ShapeToString(out)));
+  }
+  return MakeStridedView(out, BroadcastStrides(operand, out), 0);
+}
+
 PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
   const ir::IntList kernel = attrs.Ints("kernel");
   const ir::IntList strides = *attrs.GetInts("strides", kernel);
@@ -308,10 +366,24 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
           fmt::format("the CUDA backend runs f32 tensors, not {}", ir::DTypeName(dtype)));
     }
   }
+  const auto strided = [&](const ir::Shape& shape) -> absl::Status {
+    if (shape.size() <= static_cast<size_t>(kMaxStridedRank)) return absl::OkStatus();
+    return absl::UnimplementedError(
+        fmt::format("the CUDA backend indexes tensors of rank {} at most", kMaxStridedRank));
+  };
   switch (node.op) {
     case ir::OpKind::kAdd:
     case ir::OpKind::kSub:
     case ir::OpKind::kMul:
+      if (type(node.outputs[0]).dtype != ir::DType::kF32) {
+        return absl::UnimplementedError("the CUDA add, sub and mul take f32 tensors");
+      }
+      return strided(type(node.outputs[0]).shape);
+    case ir::OpKind::kTranspose:
+    case ir::OpKind::kSlice:
+      return strided(type(node.inputs[0]).shape);
+    case ir::OpKind::kSliceBackward:
+      return strided(type(node.outputs[0]).shape);
     case ir::OpKind::kReluBackward:
     case ir::OpKind::kGeluBackward:
     case ir::OpKind::kSigmoidBackward:
@@ -460,8 +532,49 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       const BinaryOp op = node.op == ir::OpKind::kAdd   ? BinaryOp::kAdd
                           : node.op == ir::OpKind::kSub ? BinaryOp::kSub
                                                         : BinaryOp::kMul;
+      const ir::Shape& a = call.inputs[0].type->shape;
+      const ir::Shape& b = call.inputs[1].type->shape;
+      if (a == y.type->shape && b == y.type->shape) {
+        return Launched(
+            LaunchBinary(op, In(call, 0), In(call, 1), y.as<float>(), y.num_elements(), stream));
+      }
+      ASSIGN_OR_RETURN(const StridedView a_view, MakeBroadcastView(a, y.type->shape));
+      ASSIGN_OR_RETURN(const StridedView b_view, MakeBroadcastView(b, y.type->shape));
+      return Launched(LaunchBroadcastBinary(op, In(call, 0), a_view, In(call, 1), b_view,
+                                            y.as<float>(), y.num_elements(), stream));
+    }
+    case ir::OpKind::kTranspose:
+    case ir::OpKind::kSlice: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const ir::Shape& x = call.inputs[0].type->shape;
+      ASSIGN_OR_RETURN(const StridedView view, node.op == ir::OpKind::kTranspose
+                                                   ? MakeTransposeView(node.attrs, x)
+                                                   : MakeSliceView(node.attrs, x));
+      return Launched(LaunchGather(call.inputs[0].data, y.data,
+                                   static_cast<int>(ir::DTypeSize(y.type->dtype)), view,
+                                   y.num_elements(), stream));
+    }
+    case ir::OpKind::kSliceBackward: {
+      if (y.data == nullptr) return absl::OkStatus();
+      ASSIGN_OR_RETURN(const StridedView view, MakeSliceView(node.attrs, y.type->shape));
+      return Launched(LaunchScatter(In(call, 0), y.as<float>(), y.num_elements(), view,
+                                    call.inputs[0].num_elements(), stream));
+    }
+    case ir::OpKind::kEmbedding: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const TensorRef& indices = call.inputs[1];
+      const ir::Shape& table = call.inputs[0].type->shape;
       return Launched(
-          LaunchBinary(op, In(call, 0), In(call, 1), y.as<float>(), y.num_elements(), stream));
+          LaunchEmbedding(In(call, 0), indices.data, indices.type->dtype == ir::DType::kI32,
+                          indices.num_elements(), table[0], table[1], y.as<float>(), stream));
+    }
+    case ir::OpKind::kEmbeddingBackward: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const TensorRef& indices = call.inputs[1];
+      const ir::Shape& table = y.type->shape;
+      return Launched(LaunchEmbeddingBackward(
+          In(call, 0), indices.data, indices.type->dtype == ir::DType::kI32, indices.num_elements(),
+          table[0], table[1], y.as<float>(), stream));
     }
     case ir::OpKind::kGelu:
     case ir::OpKind::kSigmoid:

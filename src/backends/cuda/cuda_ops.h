@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -36,6 +37,16 @@ absl::StatusOr<ActivationParams> MakeActivation(const ir::Node& node);
 // its axis, for x's shape; an error for any other op, an axis outside x, or
 // a causal softmax not along the last axis.
 absl::StatusOr<SoftmaxGeometry> MakeSoftmaxGeometry(const ir::Node& node, const ir::Shape& x);
+
+// Strided views of a transpose's input in its output's order, of a slice's
+// window in its input (or, for slice_backward, in its gradient), and of an
+// operand broadcast to an output shape; errors for attributes that do not
+// fit the shapes, and for tensors of rank above kMaxStridedRank.
+absl::StatusOr<StridedView> MakeStridedView(std::span<const int64_t> extent,
+                                            std::span<const int64_t> strides, int64_t base);
+absl::StatusOr<StridedView> MakeTransposeView(const ir::AttrMap& attrs, const ir::Shape& x);
+absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Shape& x);
+absl::StatusOr<StridedView> MakeBroadcastView(const ir::Shape& operand, const ir::Shape& out);
 
 class CudaOps {
  public:

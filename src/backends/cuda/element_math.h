@@ -183,6 +183,42 @@ SPILLWAY_HOST_DEVICE inline float ReduceSumAt(const float* x, const ReduceGeomet
   return static_cast<float>(sum);
 }
 
+// ---- Strided views (StridedView) and embeddings ----
+
+// Where element i of the view's dense tensor lies in the tensor it reads:
+// i unravelled over the extents, last axis fastest.
+SPILLWAY_HOST_DEVICE inline int64_t StridedOffset(const StridedView& v, int64_t i) {
+  int64_t offset = v.base;
+  for (int d = v.rank - 1; d >= 0; --d) {
+    offset += (i % v.extent[d]) * v.stride[d];
+    i /= v.extent[d];
+  }
+  return offset;
+}
+
+// The index of a table row, i32 or i64, or -1 outside the table's `rows`.
+SPILLWAY_HOST_DEVICE inline int64_t EmbeddingRow(const void* indices, bool indices_i32, int64_t i,
+                                                 int64_t rows) {
+  const int64_t row = indices_i32 ? static_cast<const int32_t*>(indices)[i]
+                                  : static_cast<const int64_t*>(indices)[i];
+  return row >= 0 && row < rows ? row : -1;
+}
+
+// Column d of an embedding's gradient: dy's rows added into dtable's rows
+// in index order (dtable zeroed before). False at the first index outside
+// the table, having added the rows before it.
+SPILLWAY_HOST_DEVICE inline bool EmbeddingGradientColumn(const float* dy, const void* indices,
+                                                         bool indices_i32, int64_t count,
+                                                         int64_t rows, int64_t width, int64_t d,
+                                                         float* dtable) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = EmbeddingRow(indices, indices_i32, i, rows);
+    if (row < 0) return false;
+    dtable[row * width + d] += dy[i * width + d];
+  }
+  return true;
+}
+
 // ---- Softmax and log_softmax (SoftmaxGeometry), one line per thread ----
 
 // The element i of line (o, k).

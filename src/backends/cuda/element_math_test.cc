@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -236,6 +237,77 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kAdd:
+      case ir::OpKind::kSub:
+      case ir::OpKind::kMul: {
+        const ir::Shape& a = call.inputs[0].type->shape;
+        const ir::Shape& b = call.inputs[1].type->shape;
+        // Operands of one shape take LaunchBinary, which needs no index work.
+        if (y.type->dtype != ir::DType::kF32 || (a == y.type->shape && b == y.type->shape)) break;
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const StridedView a_view, MakeBroadcastView(a, y.type->shape));
+        ASSIGN_OR_RETURN(const StridedView b_view, MakeBroadcastView(b, y.type->shape));
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          const float x0 = call.inputs[0].as<const float>()[StridedOffset(a_view, i)];
+          const float x1 = call.inputs[1].as<const float>()[StridedOffset(b_view, i)];
+          y.as<float>()[i] = call.node.op == ir::OpKind::kAdd   ? x0 + x1
+                             : call.node.op == ir::OpKind::kSub ? x0 - x1
+                                                                : x0 * x1;
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kTranspose:
+      case ir::OpKind::kSlice: {
+        ++element_math_calls_;
+        const ir::Shape& x = call.inputs[0].type->shape;
+        ASSIGN_OR_RETURN(const StridedView view, call.node.op == ir::OpKind::kTranspose
+                                                     ? MakeTransposeView(call.node.attrs, x)
+                                                     : MakeSliceView(call.node.attrs, x));
+        const auto bytes = static_cast<size_t>(ir::DTypeSize(y.type->dtype));
+        const auto* in = static_cast<const std::byte*>(call.inputs[0].data);
+        auto* out = static_cast<std::byte*>(y.data);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          std::memcpy(out + static_cast<size_t>(i) * bytes,
+                      in + static_cast<size_t>(StridedOffset(view, i)) * bytes, bytes);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kSliceBackward: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const StridedView view, MakeSliceView(call.node.attrs, y.type->shape));
+        std::fill_n(y.as<float>(), y.num_elements(), 0.0f);
+        for (int64_t i = 0; i < call.inputs[0].num_elements(); ++i) {
+          y.as<float>()[StridedOffset(view, i)] = call.inputs[0].as<const float>()[i];
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kEmbedding: {
+        ++element_math_calls_;
+        const TensorRef& indices = call.inputs[1];
+        const ir::Shape& table = call.inputs[0].type->shape;
+        const bool i32 = indices.type->dtype == ir::DType::kI32;
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          const int64_t row = EmbeddingRow(indices.data, i32, i / table[1], table[0]);
+          if (row < 0) return absl::OutOfRangeError("an index outside the table");
+          y.as<float>()[i] = call.inputs[0].as<const float>()[row * table[1] + i % table[1]];
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kEmbeddingBackward: {
+        ++element_math_calls_;
+        const TensorRef& indices = call.inputs[1];
+        const ir::Shape& table = y.type->shape;
+        std::fill_n(y.as<float>(), y.num_elements(), 0.0f);
+        for (int64_t d = 0; d < table[1]; ++d) {
+          if (!EmbeddingGradientColumn(call.inputs[0].as<const float>(), indices.data,
+                                       indices.type->dtype == ir::DType::kI32,
+                                       indices.num_elements(), table[0], table[1], d,
+                                       y.as<float>())) {
+            return absl::OutOfRangeError("an index outside the table");
+          }
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kLayerNorm: {
         ++element_math_calls_;
         const ir::MatrixExtent m = ir::AsMatrix(call.inputs[0].type->shape);
@@ -399,6 +471,43 @@ TEST(CudaElementMath, ASoftmaxGeometryNeedsASoftmaxAndAnAxisInside) {
   EXPECT_FALSE(MakeSoftmaxGeometry(node, {2, 3, 4}).ok());  // causal along a middle axis
   node.op = ir::OpKind::kRelu;
   EXPECT_FALSE(MakeSoftmaxGeometry(node, {2, 3, 4}).ok());
+}
+
+// Every harness case of transpose, slice (and through it slice_backward),
+// embedding (and embedding_backward, repeated rows included) and of add, sub
+// and mul with broadcasting: the strided views give the reference's
+// elements, and the embedding's gradient adds rows in its order.
+TEST(CudaElementMath, StridedCopiesEmbeddingsAndBroadcastingMatchTheReferenceBitwiseOnTheHost) {
+  constexpr ir::OpKind kOps[] = {ir::OpKind::kTranspose, ir::OpKind::kSlice, ir::OpKind::kEmbedding,
+                                 ir::OpKind::kAdd,       ir::OpKind::kSub,   ir::OpKind::kMul};
+  int cases = 0;
+  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
+    if (std::find(std::begin(kOps), std::end(kOps), test_case.op) == std::end(kOps)) continue;
+    test_case.float_tolerance = 0;  // bit for bit
+    ElementMathBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    ++cases;
+  }
+  EXPECT_GE(cases, 15);
+}
+
+TEST(CudaElementMath, StridedViewsCheckTheirAttributes) {
+  ir::AttrMap attrs;
+  attrs.Set("perm", ir::IntList{2, 0, 1});
+  absl::StatusOr<StridedView> view = MakeTransposeView(attrs, {2, 3, 4});
+  ASSERT_TRUE(view.ok()) << view.status();
+  // y [4, 2, 3]: y[i, j, k] = x[j, k, i], x's strides (12, 4, 1).
+  EXPECT_EQ(view->rank, 3);
+  EXPECT_THAT(std::vector<int64_t>(view->extent, view->extent + 3),
+              ::testing::ElementsAre(4, 2, 3));
+  EXPECT_THAT(std::vector<int64_t>(view->stride, view->stride + 3),
+              ::testing::ElementsAre(1, 12, 4));
+  EXPECT_EQ(StridedOffset(*view, 1 * 6 + 1 * 3 + 2), 1 * 12 + 2 * 4 + 1);  // y[1,1,2] = x[1,2,1]
+  attrs.Set("perm", ir::IntList{0, 0, 1});
+  EXPECT_FALSE(MakeTransposeView(attrs, {2, 3, 4}).ok());
+  EXPECT_FALSE(MakeBroadcastView({3}, {2, 4}).ok());
+  EXPECT_FALSE(MakeStridedView(std::vector<int64_t>(9, 1), std::vector<int64_t>(9, 1), 0).ok());
 }
 
 TEST(CudaElementMath, AnUnknownGeluFormIsRefused) {

@@ -50,59 +50,11 @@ absl::Status CopyElements(const KernelCall& call) {
   return absl::OkStatus();
 }
 
-// The elements a slice selects, in numpy's basic slicing with a positive step:
-// negative bounds count from the end, then both are clamped to [0, dim].
-struct SliceWindow {
-  std::vector<int64_t> starts;  // per axis of the sliced tensor
-  std::vector<int64_t> steps;
-  ir::Shape shape;  // of the slice
-};
-
+// The slice's window in a tensor of `shape`, errors naming the node.
 absl::StatusOr<SliceWindow> ReadSliceWindow(const KernelCall& call, const ir::Shape& shape) {
-  const ir::AttrMap& attrs = call.node.attrs;
-  ASSIGN_OR_RETURN(ir::IntList axes, NodeAttr(call, attrs.GetInts("axes")));
-  ASSIGN_OR_RETURN(ir::IntList starts, NodeAttr(call, attrs.GetInts("starts")));
-  ASSIGN_OR_RETURN(ir::IntList ends, NodeAttr(call, attrs.GetInts("ends")));
-  ASSIGN_OR_RETURN(ir::IntList steps,
-                   NodeAttr(call, attrs.GetInts("steps", ir::IntList(axes.size(), 1))));
-  if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size()) {
-    return KernelError(call, "axes, starts, ends and steps must have one length");
-  }
-  SliceWindow window{std::vector<int64_t>(shape.size(), 0), std::vector<int64_t>(shape.size(), 1),
-                     shape};
-  for (size_t i = 0; i < axes.size(); ++i) {
-    ASSIGN_OR_RETURN(size_t axis, NormalizeAxis(call, axes[i], shape.size()));
-    if (steps[i] < 1) {
-      return KernelError(call, fmt::format("steps must be >= 1, got {}", steps[i]));
-    }
-    const int64_t dim = shape[axis];
-    auto clamp = [dim](int64_t bound) {
-      return std::clamp<int64_t>(bound < 0 ? bound + dim : bound, 0, dim);
-    };
-    const int64_t start = clamp(starts[i]);
-    const int64_t end = clamp(ends[i]);
-    window.starts[axis] = start;
-    window.steps[axis] = steps[i];
-    window.shape[axis] = end > start ? 1 + (end - start - 1) / steps[i] : 0;
-  }
+  absl::StatusOr<SliceWindow> window = ResolveSliceWindow(call.node.attrs, shape);
+  if (!window.ok()) return KernelError(call, std::string(window.status().message()));
   return window;
-}
-
-// Where the window's elements lie in the dense tensor of `shape`: the offset
-// of its first element and, per axis, the distance between neighbours.
-struct WindowOffsets {
-  int64_t base = 0;
-  std::vector<int64_t> strides;
-};
-
-WindowOffsets LocateWindow(const SliceWindow& window, const ir::Shape& shape) {
-  WindowOffsets located;
-  located.strides = RowMajorStrides(shape);
-  for (size_t d = 0; d < shape.size(); ++d) {
-    located.base += window.starts[d] * located.strides[d];
-    located.strides[d] *= window.steps[d];
-  }
-  return located;
 }
 
 }  // namespace
@@ -165,12 +117,11 @@ absl::Status RunSlice(const KernelCall& call) {
   ASSIGN_OR_RETURN(SliceWindow window, ReadSliceWindow(call, x.type->shape));
   RETURN_IF_ERROR(ExpectOutputShape(call, window.shape));
   if (x.type->dtype != y.type->dtype) return KernelError(call, "x and y differ in dtype");
-  const WindowOffsets located = LocateWindow(window, x.type->shape);
   const size_t element_bytes = static_cast<size_t>(ElementBytes<T>(*x.type));
   const auto* in = static_cast<const std::byte*>(x.data);
   auto* out = static_cast<std::byte*>(y.data);
-  ForEachOffset<1>(window.shape, {located.strides}, [&](const auto& offsets) {
-    std::memcpy(out, in + (located.base + offsets[0]) * element_bytes, element_bytes);
+  ForEachOffset<1>(window.shape, {window.strides}, [&](const auto& offsets) {
+    std::memcpy(out, in + (window.base + offsets[0]) * element_bytes, element_bytes);
     out += element_bytes;
   });
   return absl::OkStatus();
@@ -194,12 +145,11 @@ absl::Status RunSliceBackward(const KernelCall& call) {
                        fmt::format("dy {} is not the slice's shape {}", ir::TypeToString(*dy.type),
                                    ir::ShapeToString(window.shape)));
   }
-  const WindowOffsets located = LocateWindow(window, input_shape);
   T* out = dx.as<T>();
   std::fill_n(out, dx.num_elements(), T(0));
   const T* in = dy.as<const T>();
-  ForEachOffset<1>(window.shape, {located.strides},
-                   [&](const auto& offsets) { out[located.base + offsets[0]] = *in++; });
+  ForEachOffset<1>(window.shape, {window.strides},
+                   [&](const auto& offsets) { out[window.base + offsets[0]] = *in++; });
   return absl::OkStatus();
 }
 SPILLWAY_INSTANTIATE_REFERENCE_KERNEL(SliceBackward);

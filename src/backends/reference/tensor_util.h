@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backends/kernel.h"
+#include "backends/strides.h"
 #include "fmt/format.h"
 #include "ir/op_kind.h"
 #include "ir/types.h"
@@ -120,42 +121,6 @@ E WrappingMul(E a, E b) {
   } else {
     return a * b;
   }
-}
-
-// Strides, in elements, of a dense row-major tensor of `shape`.
-inline std::vector<int64_t> RowMajorStrides(std::span<const int64_t> shape) {
-  std::vector<int64_t> strides(shape.size());
-  int64_t stride = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = stride;
-    stride *= shape[d];
-  }
-  return strides;
-}
-
-// Whether a tensor of `shape` broadcasts to `target` by numpy's rules: axes
-// aligned at the end, each of extent 1 or the target's.
-inline bool BroadcastsTo(std::span<const int64_t> shape, std::span<const int64_t> target) {
-  if (shape.size() > target.size()) return false;
-  const size_t offset = target.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] != 1 && shape[d] != target[offset + d]) return false;
-  }
-  return true;
-}
-
-// Strides that read a dense tensor of `shape` as if broadcast to `target`
-// (numpy's rules: axes are aligned at the end; missing and stretched axes get
-// stride 0). `shape` must broadcast to `target`.
-inline std::vector<int64_t> BroadcastStrides(std::span<const int64_t> shape,
-                                             std::span<const int64_t> target) {
-  const std::vector<int64_t> dense = RowMajorStrides(shape);
-  std::vector<int64_t> strides(target.size(), 0);
-  const size_t offset = target.size() - shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] != 1) strides[offset + d] = dense[d];
-  }
-  return strides;
 }
 
 // Visits every index of `shape` in row-major order and calls fn(offsets),
