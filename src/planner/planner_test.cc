@@ -1019,7 +1019,7 @@ TEST(ReleasesAfterCopies, PutsOffASpillsBytesUntilItsCopyOutHasEndedWithinTheCap
   const program::Instruction& release =
       program->instructions[static_cast<size_t>(capped[static_cast<size_t>(a)])];
   EXPECT_EQ(release.kind, program::InstructionKind::kAlloc);
-  EXPECT_EQ(program->buffer(release.buffer).name, "c");
+  EXPECT_EQ(program::BufferName(*program, release.buffer), "c");
 }
 
 TEST(ChooseBackwardOrder, KeepsTheOrderWhoseLeastMemoryIsLower) {

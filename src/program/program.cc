@@ -35,13 +35,33 @@ std::string_view InstructionKindName(InstructionKind kind) {
   return "?";
 }
 
+std::string BufferName(const Program& program, const Buffer& buffer) {
+  if (!buffer.given_name.empty() || program.graph == nullptr) return buffer.given_name;
+  const std::string& value = program.graph->value(buffer.value).name;
+  switch (buffer.role) {
+    case BufferRole::kValue:
+      return value;
+    case BufferRole::kHost:
+      return value + "@host";
+    case BufferRole::kFetch:
+      return value + "@fetch";
+    case BufferRole::kRecompute:
+      return value + "@recompute";
+  }
+  return value;
+}
+
+std::string BufferName(const Program& program, BufferId id) {
+  return BufferName(program, program.buffer(id));
+}
+
 namespace {
 
 std::string BufferList(const Program& program, const BufferIds& ids) {
   std::string text;
   for (BufferId id : ids) {
     if (!text.empty()) text += ", ";
-    text += id == kNoBuffer ? std::string("-") : program.buffer(id).name;
+    text += id == kNoBuffer ? std::string("-") : BufferName(program, id);
   }
   return text;
 }
@@ -77,8 +97,8 @@ std::string ProgramToText(const Program& program) {
       case InstructionKind::kAlloc:
       case InstructionKind::kFree: {
         const Buffer& buffer = program.buffer(instruction.buffer);
-        line +=
-            fmt::format(" {} ({} at {})", buffer.name, FormatBytes(buffer.bytes), buffer.offset);
+        line += fmt::format(" {} ({} at {})", BufferName(program, buffer),
+                            FormatBytes(buffer.bytes), buffer.offset);
         break;
       }
       case InstructionKind::kCompute:

@@ -49,10 +49,24 @@ std::string_view StreamName(Stream stream);  // "compute", "d2h", "h2d"
 
 enum class Memory : uint8_t { kDevice, kHost };
 
+// What a buffer holds of its value, which its name says after the value's.
+enum class BufferRole : uint8_t {
+  kValue,      // the value as produced (or a graph input): "conv1"
+  kHost,       // its copy in host memory: "conv1@host"
+  kFetch,      // that copy fetched back to the device: "conv1@fetch"
+  kRecompute,  // the value rebuilt by recomputation: "conv1@recompute"
+};
+
 struct Buffer {
   BufferId id = 0;
-  std::string name;  // "conv1", "conv1@host", "conv1@fetch", "conv1@recompute"
+  // Empty in the rewriter's Programs: BufferName derives the name from the
+  // value and the role when one is wanted (building a string per buffer was
+  // half the cost of a rewrite, which a planner runs for every candidate).
+  // A Program made by hand may name its buffers here. Read names with
+  // BufferName, never from here.
+  std::string given_name;
   ir::ValueId value = ir::kInvalidValue;
+  BufferRole role = BufferRole::kValue;
   int64_t bytes = 0;
   Memory memory = Memory::kDevice;
   bool persistent = false;  // allocated at the start and never freed
@@ -134,6 +148,12 @@ bool RecomputeReadsSavedStatistics(const ir::Node& node);
 ir::ValueId ReadValue(const ir::Graph& graph, const Instruction& instruction, size_t k);
 
 // A readable listing, one instruction a line, for dumps and test failures.
+// "conv1", "conv1@host", "conv1@fetch", "conv1@recompute": the buffer's own
+// name where it has one, else its value's name (from the Program's graph)
+// and its role's suffix.
+std::string BufferName(const Program& program, const Buffer& buffer);
+std::string BufferName(const Program& program, BufferId id);
+
 std::string ProgramToText(const Program& program);
 
 }  // namespace spillway::program

@@ -176,10 +176,10 @@ class Rewriter {
     }
   }
 
-  BufferId NewBuffer(std::string name, ir::ValueId value, Memory memory, bool persistent) {
+  BufferId NewBuffer(BufferRole role, ir::ValueId value, Memory memory, bool persistent) {
     Buffer buffer;
     buffer.id = static_cast<BufferId>(program_.buffers.size());
-    buffer.name = std::move(name);
+    buffer.role = role;
     buffer.value = value;
     buffer.bytes = graph_.value(value).type.bytes();
     buffer.memory = memory;
@@ -214,7 +214,7 @@ class Rewriter {
 
   void AllocatePersistent() {
     for (ir::ValueId input : graph_.inputs()) {
-      const BufferId buffer = NewBuffer(graph_.value(input).name, input, Memory::kDevice, true);
+      const BufferId buffer = NewBuffer(BufferRole::kValue, input, Memory::kDevice, true);
       EmitAlloc(buffer, Stream::kCompute, 0);
       live_[static_cast<size_t>(input)] = {buffer, kForever};
     }
@@ -252,8 +252,7 @@ class Rewriter {
   void EmitFetch(ir::ValueId value, int step) {
     const size_t v = static_cast<size_t>(value);
     SPILLWAY_CHECK(host_copy_[v] != kNoBuffer, "a fetched value was spilled first");
-    const BufferId device =
-        NewBuffer(graph_.value(value).name + "@fetch", value, Memory::kDevice, false);
+    const BufferId device = NewBuffer(BufferRole::kFetch, value, Memory::kDevice, false);
     const int alloc = EmitAlloc(device, Stream::kHostToDevice, step);
     // The fetch is issued when the compute stream reaches its step, not as
     // soon as the copy stream is free: that is when the Plan wants the bytes.
@@ -275,8 +274,7 @@ class Rewriter {
 
   void EmitSpill(ir::ValueId value, int producer_index, int step) {
     const size_t v = static_cast<size_t>(value);
-    const BufferId host =
-        NewBuffer(graph_.value(value).name + "@host", value, Memory::kHost, false);
+    const BufferId host = NewBuffer(BufferRole::kHost, value, Memory::kHost, false);
     program_.host_bytes += program_.buffer(host).bytes;
     Instruction copy;
     copy.kind = InstructionKind::kCopyToHost;
@@ -333,7 +331,7 @@ class Rewriter {
       if (buffer == kNoBuffer) continue;
       AddReadWait(buffer, recompute.waits);
     }
-    const BufferId rebuilt = NewBuffer(val.name + "@recompute", value, Memory::kDevice, false);
+    const BufferId rebuilt = NewBuffer(BufferRole::kRecompute, value, Memory::kDevice, false);
     recompute.writes.assign(node.outputs.size(), kNoBuffer);
     recompute.writes[0] = rebuilt;
     EmitAlloc(rebuilt, Stream::kCompute, step);
@@ -418,7 +416,7 @@ class Rewriter {
         buffer = donated;
         live_[static_cast<size_t>(output)] = {buffer, ExpiryOfOutput(output, step)};
       } else {
-        buffer = NewBuffer(graph_.value(output).name, output, Memory::kDevice, false);
+        buffer = NewBuffer(BufferRole::kValue, output, Memory::kDevice, false);
         EmitAlloc(buffer, Stream::kCompute, step);
         live_[static_cast<size_t>(output)] = {buffer, ExpiryOfOutput(output, step)};
       }

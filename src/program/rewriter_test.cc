@@ -77,7 +77,7 @@ TEST(Rewriter, SpillingCopiesOutAfterTheProducerAndBackJustInTime) {
   EXPECT_LT(in[0], ComputeOf(program, "dw"));
   // dw reads the fetched copy and waits for it.
   const Instruction& dw = program.instructions[ComputeOf(program, "dw")];
-  EXPECT_EQ(program.buffer(dw.reads[1]).name, "a@fetch");
+  EXPECT_EQ(BufferName(program, dw.reads[1]), "a@fetch");
   EXPECT_THAT(dw.waits, ::testing::Contains(program.instructions[in[0]].record));
 }
 
@@ -276,10 +276,10 @@ TEST(Rewriter, RecomputingRerunsTheProducerBeforeTheFirstBackwardRead) {
   ASSERT_EQ(recomputes.size(), 1u);
   const Instruction& recompute = program.instructions[recomputes[0]];
   EXPECT_EQ(program.graph->node(recompute.node).name, "b");
-  EXPECT_EQ(program.buffer(recompute.reads[0]).name, "a");
+  EXPECT_EQ(BufferName(program, recompute.reads[0]), "a");
   EXPECT_GT(recomputes[0], ComputeOf(program, "db"));
   EXPECT_LT(recomputes[0], ComputeOf(program, "da"));
-  EXPECT_EQ(program.buffer(program.instructions[ComputeOf(program, "da")].reads[1]).name,
+  EXPECT_EQ(BufferName(program, program.instructions[ComputeOf(program, "da")].reads[1]),
             "b@recompute");
   // c is written over b, which it reads last (step 2), and db over c; at
   // step 4 w + a + db + b@recompute are resident (da over db): 4 KiB.

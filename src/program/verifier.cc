@@ -61,7 +61,7 @@ class Verifier {
   }
 
   std::string Name(BufferId buffer) const {
-    return fmt::format("buffer '{}'", program_.buffer(buffer).name);
+    return fmt::format("buffer '{}'", BufferName(program_, buffer));
   }
 
   bool ValidBuffer(BufferId buffer) const {

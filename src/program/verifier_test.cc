@@ -41,9 +41,9 @@ class VerifierTest : public ::testing::Test {
       const bool by_node =
           instruction.node != ir::kNoNode && graph_.node(instruction.node).name == name;
       const bool by_buffer =
-          (instruction.buffer != kNoBuffer && program_.buffer(instruction.buffer).name == name) ||
+          (instruction.buffer != kNoBuffer && BufferName(program_, instruction.buffer) == name) ||
           (!instruction.writes.empty() && instruction.writes[0] != kNoBuffer &&
-           program_.buffer(instruction.writes[0]).name == name);
+           BufferName(program_, instruction.writes[0]) == name);
       if (by_node || by_buffer) return i;
     }
     ADD_FAILURE() << "no " << InstructionKindName(kind) << " of " << name;
@@ -56,7 +56,7 @@ class VerifierTest : public ::testing::Test {
 
   BufferId BufferNamed(std::string_view name) const {
     for (const Buffer& buffer : program_.buffers) {
-      if (buffer.name == name) return buffer.id;
+      if (BufferName(program_, buffer) == name) return buffer.id;
     }
     ADD_FAILURE() << "no buffer " << name;
     return kNoBuffer;

@@ -117,7 +117,8 @@ TEST(Workspaces, TheLayoutPutsTheRegionAboveEveryBuffer) {
   EXPECT_EQ(program->arena_bytes, program->workspace_offset + program->workspace_bytes);
   for (const Buffer& buffer : program->buffers) {
     if (buffer.memory == Memory::kDevice) {
-      EXPECT_LE(buffer.offset + buffer.bytes, program->workspace_offset) << buffer.name;
+      EXPECT_LE(buffer.offset + buffer.bytes, program->workspace_offset)
+          << BufferName(*program, buffer);
     }
   }
   const absl::Status verified = VerifyProgram(*program);

@@ -26,6 +26,7 @@ using backends::Backend;
 using backends::TensorRef;
 using program::Buffer;
 using program::BufferId;
+using program::BufferName;
 using program::EventId;
 using program::Instruction;
 using program::InstructionKind;
@@ -50,7 +51,7 @@ std::string Describe(const Program& program, size_t index) {
   switch (instruction.kind) {
     case InstructionKind::kAlloc:
     case InstructionKind::kFree:
-      subject = fmt::format("'{}'", program.buffer(instruction.buffer).name);
+      subject = fmt::format("'{}'", BufferName(program, instruction.buffer));
       break;
     case InstructionKind::kCompute:
     case InstructionKind::kRecompute: {
@@ -60,8 +61,8 @@ std::string Describe(const Program& program, size_t index) {
     }
     case InstructionKind::kCopyToHost:
     case InstructionKind::kCopyToDevice:
-      subject = fmt::format("'{}' -> '{}'", program.buffer(instruction.reads[0]).name,
-                            program.buffer(instruction.writes[0]).name);
+      subject = fmt::format("'{}' -> '{}'", BufferName(program, instruction.reads[0]),
+                            BufferName(program, instruction.writes[0]));
       break;
   }
   return fmt::format("{} {} at step {}", program::InstructionKindName(instruction.kind), subject,
@@ -501,8 +502,8 @@ absl::StatusOr<StepResult> Runtime::Impl::RunStep(const StepOptions& options) {
       const Buffer& buffer = program_.buffer(snapshot_buffers_[k]);
       RETURN_IF_ERROR(
           Annotate(backend_.Upload(Address(buffer.id), snapshots[k].data(), buffer.bytes),
-                   fmt::format("restoring '{}' after a failed step ({})", buffer.name,
-                               StatusMessage(step.first_error))));
+                   fmt::format("restoring '{}' after a failed step ({})",
+                               BufferName(program_, buffer), StatusMessage(step.first_error))));
     }
     return step.first_error;
   }
@@ -640,13 +641,13 @@ absl::Status Runtime::Impl::RunCopy(size_t index, Step& step) {
     if (host_allocation == step.options.faults.fail_host_allocation) {
       return absl::ResourceExhaustedError(
           fmt::format("no host memory for '{}' ({} bytes): injected failure of host allocation {}",
-                      destination.name, destination.bytes, host_allocation));
+                      BufferName(program_, destination), destination.bytes, host_allocation));
     }
     absl::StatusOr<void*> block = host_pool_.Acquire(destination.bytes);
     if (!block.ok()) {
-      return absl::ResourceExhaustedError(fmt::format("no host memory for '{}' ({} bytes): {}",
-                                                      destination.name, destination.bytes,
-                                                      StatusMessage(block.status())));
+      return absl::ResourceExhaustedError(
+          fmt::format("no host memory for '{}' ({} bytes): {}", BufferName(program_, destination),
+                      destination.bytes, StatusMessage(block.status())));
     }
     host = *block;
   }
@@ -790,7 +791,8 @@ absl::Status Runtime::Impl::Allocate(BufferId id, Step& step) {
     const Buffer& other = program_.buffer(clash->second.second);
     return absl::InternalError(
         fmt::format("device buffer '{}' [{}, {}) overlaps '{}' [{}, {}), which is still resident",
-                    buffer.name, begin, end, other.name, clash->first, clash->second.first));
+                    BufferName(program_, buffer), begin, end, BufferName(program_, other),
+                    clash->first, clash->second.first));
   }
   step.resident.emplace(begin, std::make_pair(end, id));
   step.resident_bytes += buffer.bytes;
@@ -838,8 +840,8 @@ absl::Status Runtime::Impl::Write(ir::ValueId value, std::span<const std::byte> 
   }
   const Buffer& buffer = program_.buffer(it->second);
   if (static_cast<int64_t>(bytes.size()) != buffer.bytes) {
-    return absl::InvalidArgumentError(
-        fmt::format("'{}' has {} bytes, not {}", buffer.name, buffer.bytes, bytes.size()));
+    return absl::InvalidArgumentError(fmt::format(
+        "'{}' has {} bytes, not {}", BufferName(program_, buffer), buffer.bytes, bytes.size()));
   }
   return backend_.Upload(Address(buffer.id), bytes.data(), buffer.bytes);
 }

@@ -46,11 +46,11 @@ std::string NodeName(const program::Program& program, ir::NodeId node) {
   return program.graph->node(node).name;
 }
 
-std::string BufferName(const program::Program& program, program::BufferId id) {
+std::string TraceBufferName(const program::Program& program, program::BufferId id) {
   if (id < 0 || static_cast<size_t>(id) >= program.buffers.size()) {
     return fmt::format("buffer {}", id);
   }
-  return program.buffer(id).name;
+  return program::BufferName(program, id);
 }
 
 int64_t BufferBytes(const program::Program& program, program::BufferId id) {
@@ -74,7 +74,7 @@ Json InstructionEvent(int pid, const program::Program& program,
     case InstructionKind::kAlloc:
     case InstructionKind::kFree:
       event["name"] = fmt::format("{} {}", program::InstructionKindName(instruction.kind),
-                                  BufferName(program, instruction.buffer));
+                                  TraceBufferName(program, instruction.buffer));
       event["ph"] = "i";
       event["s"] = "t";
       args["bytes"] = BufferBytes(program, instruction.buffer);
@@ -103,12 +103,12 @@ Json InstructionEvent(int pid, const program::Program& program,
           instruction.writes.empty() ? program::kNoBuffer : instruction.writes[0];
       // The destination's name says where the bytes went ("conv1@host",
       // "conv1@fetch"), which the source's name does not for a fetch.
-      event["name"] = BufferName(program, to);
+      event["name"] = TraceBufferName(program, to);
       event["ph"] = "X";
       event["dur"] = DurationMicros(timing);
       args["bytes"] = BufferBytes(program, from);
-      args["from"] = BufferName(program, from);
-      args["to"] = BufferName(program, to);
+      args["from"] = TraceBufferName(program, from);
+      args["to"] = TraceBufferName(program, to);
       break;
     }
   }

@@ -111,7 +111,7 @@ struct Fixture {
   void AddBuffer(std::string name, program::Memory memory, bool persistent) {
     program::Buffer buffer;
     buffer.id = static_cast<program::BufferId>(program.buffers.size());
-    buffer.name = std::move(name);
+    buffer.given_name = std::move(name);
     buffer.bytes = 1 << 20;
     buffer.memory = memory;
     buffer.persistent = persistent;
@@ -321,7 +321,7 @@ TEST(ChromeTraceTest, CounterTrackFollowsTheMemoryCurve) {
 TEST(ChromeTraceTest, NamesWithQuotesAndBadUtf8StayValidJson) {
   Fixture f;
   f.graph.mutable_node(f.r2).name = "r2 \"quoted\"\n\\";
-  f.program.buffers[4].name = "r1@fetch\xff";
+  f.program.buffers[4].given_name = "r1@fetch\xff";
   const std::string text = ChromeTraceJson(f.program, f.result, "title with \"quotes\" <&>");
   const json trace = Parse(text);
   ASSERT_TRUE(trace.is_object());

@@ -120,7 +120,7 @@ struct HandProgram {
                      bool persistent = false) {
     Buffer buffer;
     buffer.id = static_cast<BufferId>(program.buffers.size());
-    buffer.name = std::move(name);
+    buffer.given_name = std::move(name);
     buffer.bytes = bytes;
     buffer.memory = memory;
     buffer.persistent = persistent;
