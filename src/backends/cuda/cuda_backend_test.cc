@@ -81,9 +81,11 @@ TEST(CudaBackend, SaysWhichNodesItCannotRunWithoutNeedingADevice) {
 
 // The device check trains ResNet-50: every node of its training graph (and
 // of the other ResNets and VGG, made of the same ops) must have a kernel; so
-// must GPT-2's (its embeddings, attention and layer norms).
-TEST(CudaBackend, RunsEveryNodeOfTheResNetsAndGpt2sTrainingGraphs) {
-  for (const char* model : {"resnet18", "resnet50", "vgg16", "gpt2"}) {
+// must GPT-2's (its embeddings, attention and layer norms) and DeepLabV3+'s
+// (its bilinear resizing and concatenation). U-Net's padding is the one
+// thing left (cuDNN pads both sides alike).
+TEST(CudaBackend, RunsEveryNodeOfTheResNetsVggGpt2AndDeepLabTrainingGraphs) {
+  for (const char* model : {"resnet18", "resnet50", "vgg16", "gpt2", "deeplabv3plus"}) {
     models::ModelOptions options;
     options.batch = 2;
     options.height = 224;  // VGG's classifier needs a multiple of 7 after five poolings

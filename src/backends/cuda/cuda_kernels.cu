@@ -1,6 +1,7 @@
 // The element-wise kernels: activations, binary ops (broadcasting too),
 // add_n, fill, bias, reduce_sum and the SGD update; strided copies
-// (transpose, slice and its gradient) and the embedding and its gradient.
+// (transpose, slice and its gradient, concat) and the embedding and its
+// gradient.
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
@@ -44,8 +45,9 @@ __global__ void Gather(const T* x, T* y, StridedView view, int64_t n) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) y[i] = x[StridedOffset(view, i)];
 }
 
-__global__ void Scatter(const float* y, float* x, StridedView view, int64_t n) {
-  for (int64_t i = GridStart(); i < n; i += GridStride()) x[StridedOffset(view, i)] = y[i];
+template <typename T>
+__global__ void Place(const T* x, T* y, StridedView view, int64_t n) {
+  for (int64_t i = GridStart(); i < n; i += GridStride()) y[StridedOffset(view, i)] = x[i];
 }
 
 // As Binary: one IEEE operation per element, the CPU's bits.
@@ -173,15 +175,25 @@ cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const Stride
   return cudaGetLastError();
 }
 
-cudaError_t LaunchScatter(const float* y, float* x, int64_t x_elements, const StridedView& view,
-                          int64_t n, cudaStream_t stream) {
-  if (const cudaError_t zeroed =
-          cudaMemsetAsync(x, 0, static_cast<size_t>(x_elements) * sizeof(float), stream);
-      zeroed != cudaSuccess) {
-    return zeroed;
-  }
+cudaError_t LaunchPlace(const void* x, void* y, int element_bytes, const StridedView& view,
+                        int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  Scatter<<<Blocks(n), kThreads, 0, stream>>>(y, x, view, n);
+  switch (element_bytes) {
+    case 1:
+      Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x),
+                                                static_cast<uint8_t*>(y), view, n);
+      break;
+    case 4:
+      Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
+                                                static_cast<uint32_t*>(y), view, n);
+      break;
+    case 8:
+      Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x),
+                                                static_cast<uint64_t*>(y), view, n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

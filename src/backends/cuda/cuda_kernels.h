@@ -76,10 +76,12 @@ struct StridedView {
 // (transpose and slice of any dtype).
 cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const StridedView& view,
                          int64_t n, cudaStream_t stream);
-// x = 0, then x[view(i)] = y[i] for the n elements of y (a slice's gradient:
-// the view's offsets are distinct, so no two threads write one element).
-cudaError_t LaunchScatter(const float* y, float* x, int64_t x_elements, const StridedView& view,
-                          int64_t n, cudaStream_t stream);
+// y[view(i)] = x[i] for the n elements of x, elements of 1, 4 or 8 bytes,
+// leaving the rest of y as it is: a concatenation's inputs placed in its
+// output, a slice's gradient in zeroed dx. The view's offsets are distinct,
+// so no two threads write one element.
+cudaError_t LaunchPlace(const void* x, void* y, int element_bytes, const StridedView& view,
+                        int64_t n, cudaStream_t stream);
 // c[i] = a[a_view(i)] op b[b_view(i)]: add, sub or mul with numpy's
 // broadcasting. c may be a's or b's buffer only where that operand has c's
 // shape (its view is then the identity).
@@ -246,6 +248,25 @@ cudaError_t LaunchLayerNormBackward(const float* dy, const float* x, const float
                                     const float* mean, const float* rstd, int64_t rows,
                                     int64_t features, float* dx, float* dgamma, float* dbeta,
                                     cudaStream_t stream);
+
+// ---- Bilinear resizing (pooling.cu) ----
+//
+// x [n, h, w, c] resized to y [n, out_h, out_w, c] with PyTorch's source
+// coordinates (backends/reference/resize.cc says which). The forward op is
+// one thread per output element; the backward op one per input element,
+// gathering the output gradients that were interpolated from it in the
+// order the reference kernel scatters them (output pixels in row-major
+// order, each one's four taps in order), so that no atomics are needed and
+// the sums are deterministic.
+struct ResizeGeometry {
+  int64_t n = 0, h = 0, w = 0, c = 0;
+  int64_t out_h = 0, out_w = 0;
+  bool align_corners = false;
+};
+cudaError_t LaunchResizeBilinear(const float* x, float* y, const ResizeGeometry& geometry,
+                                 cudaStream_t stream);
+cudaError_t LaunchResizeBilinearBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
+                                         cudaStream_t stream);
 
 // ---- Pooling (pooling.cu) ----
 

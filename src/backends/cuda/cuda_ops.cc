@@ -69,6 +69,9 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kTranspose,
     ir::OpKind::kSlice,
     ir::OpKind::kSliceBackward,
+    ir::OpKind::kConcat,
+    ir::OpKind::kResizeBilinear,
+    ir::OpKind::kResizeBilinearBackward,
     ir::OpKind::kEmbedding,
     ir::OpKind::kEmbeddingBackward,
     ir::OpKind::kFill,
@@ -273,6 +276,40 @@ absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Sh
   return MakeStridedView(window.shape, window.strides, window.base);
 }
 
+absl::StatusOr<int64_t> ConcatAxis(const ir::AttrMap& attrs, const ir::Shape& y) {
+  ASSIGN_OR_RETURN(const int64_t given, attrs.GetInt("axis"));
+  const auto rank = static_cast<int64_t>(y.size());
+  const int64_t axis = given < 0 ? given + rank : given;
+  if (axis < 0 || axis >= rank) {
+    return absl::InvalidArgumentError(
+        fmt::format("concat axis {} is outside a rank-{} tensor", given, rank));
+  }
+  return axis;
+}
+
+absl::StatusOr<StridedView> MakeConcatView(int64_t axis, const ir::Shape& x, const ir::Shape& y,
+                                           int64_t offset) {
+  if (x.size() != y.size() || axis < 0 || axis >= static_cast<int64_t>(y.size())) {
+    return absl::InvalidArgumentError(fmt::format("concat input {} has not the rank of {}",
+                                                  ir::ShapeToString(x), ir::ShapeToString(y)));
+  }
+  const std::vector<int64_t> strides = RowMajorStrides(y);
+  return MakeStridedView(x, strides, offset * strides[static_cast<size_t>(axis)]);
+}
+
+ResizeGeometry MakeResizeGeometry(const ir::AttrMap& attrs, const ir::Shape& x,
+                                  const ir::Shape& y) {
+  ResizeGeometry g;
+  g.n = x[0];
+  g.h = x[1];
+  g.w = x[2];
+  g.c = x[3];
+  g.out_h = y[1];
+  g.out_w = y[2];
+  g.align_corners = *attrs.GetBool("align_corners", false);
+  return g;
+}
+
 absl::StatusOr<StridedView> MakeBroadcastView(const ir::Shape& operand, const ir::Shape& out) {
   if (!BroadcastsTo(operand, out)) {
     return absl::InvalidArgumentError(fmt::format(
@@ -383,6 +420,7 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
     case ir::OpKind::kSlice:
       return strided(type(node.inputs[0]).shape);
     case ir::OpKind::kSliceBackward:
+    case ir::OpKind::kConcat:
       return strided(type(node.outputs[0]).shape);
     case ir::OpKind::kReluBackward:
     case ir::OpKind::kGeluBackward:
@@ -557,9 +595,36 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
     case ir::OpKind::kSliceBackward: {
       if (y.data == nullptr) return absl::OkStatus();
       ASSIGN_OR_RETURN(const StridedView view, MakeSliceView(node.attrs, y.type->shape));
-      return Launched(LaunchScatter(In(call, 0), y.as<float>(), y.num_elements(), view,
-                                    call.inputs[0].num_elements(), stream));
+      RETURN_IF_ERROR(
+          CheckCuda(cudaMemsetAsync(y.data, 0, static_cast<size_t>(y.type->bytes()), stream),
+                    "zeroing the gradient"));
+      return Launched(LaunchPlace(call.inputs[0].data, y.data, sizeof(float), view,
+                                  call.inputs[0].num_elements(), stream));
     }
+    case ir::OpKind::kConcat: {
+      if (y.data == nullptr) return absl::OkStatus();
+      const auto element_bytes = static_cast<int>(ir::DTypeSize(y.type->dtype));
+      ASSIGN_OR_RETURN(const int64_t axis, ConcatAxis(node.attrs, y.type->shape));
+      int64_t offset = 0;  // along the axis, where the next input goes
+      for (const TensorRef& x : call.inputs) {
+        ASSIGN_OR_RETURN(const StridedView view,
+                         MakeConcatView(axis, x.type->shape, y.type->shape, offset));
+        RETURN_IF_ERROR(
+            Launched(LaunchPlace(x.data, y.data, element_bytes, view, x.num_elements(), stream)));
+        offset += x.type->shape[static_cast<size_t>(axis)];
+      }
+      return absl::OkStatus();
+    }
+    case ir::OpKind::kResizeBilinear:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchResizeBilinear(
+          In(call, 0), y.as<float>(),
+          MakeResizeGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape), stream));
+    case ir::OpKind::kResizeBilinearBackward:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchResizeBilinearBackward(
+          In(call, 0), y.as<float>(),
+          MakeResizeGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
     case ir::OpKind::kEmbedding: {
       if (y.data == nullptr) return absl::OkStatus();
       const TensorRef& indices = call.inputs[1];

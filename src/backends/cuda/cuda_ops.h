@@ -47,6 +47,14 @@ absl::StatusOr<StridedView> MakeStridedView(std::span<const int64_t> extent,
 absl::StatusOr<StridedView> MakeTransposeView(const ir::AttrMap& attrs, const ir::Shape& x);
 absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Shape& x);
 absl::StatusOr<StridedView> MakeBroadcastView(const ir::Shape& operand, const ir::Shape& out);
+// A concat's axis in its output y, and where input x (of y's rank) lies in y
+// when it starts `offset` along that axis.
+absl::StatusOr<int64_t> ConcatAxis(const ir::AttrMap& attrs, const ir::Shape& y);
+absl::StatusOr<StridedView> MakeConcatView(int64_t axis, const ir::Shape& x, const ir::Shape& y,
+                                           int64_t offset);
+// The resize from x [n, h, w, c] to y [n, out_h, out_w, c] (for the backward
+// op, x is dx's shape and y dy's).
+ResizeGeometry MakeResizeGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y);
 
 class CudaOps {
  public:

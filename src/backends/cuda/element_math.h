@@ -183,6 +183,104 @@ SPILLWAY_HOST_DEVICE inline float ReduceSumAt(const float* x, const ReduceGeomet
   return static_cast<float>(sum);
 }
 
+// ---- Bilinear resizing (ResizeGeometry), as the reference computes it in
+// float ----
+
+// The two input pixels an output pixel reads along one axis, and their
+// weights.
+struct ResizeTaps {
+  int64_t near = 0;
+  int64_t far = 0;
+  float near_weight = 1.0f;
+  float far_weight = 0.0f;
+};
+
+SPILLWAY_HOST_DEVICE inline ResizeTaps ResizeTapsAlong(int64_t out_index, int64_t in_size,
+                                                       int64_t out_size, bool align_corners) {
+  float source = 0.0f;
+  if (align_corners) {
+    if (out_size > 1) {
+      source = static_cast<float>(out_index) * static_cast<float>(in_size - 1) /
+               static_cast<float>(out_size - 1);
+    }
+  } else {
+    source = (static_cast<float>(out_index) + 0.5f) * static_cast<float>(in_size) /
+                 static_cast<float>(out_size) -
+             0.5f;
+    if (source < 0.0f) source = 0.0f;
+  }
+  ResizeTaps taps;
+  taps.near = static_cast<int64_t>(source);  // floor: source >= 0
+  taps.far = taps.near < in_size - 1 ? taps.near + 1 : taps.near;
+  taps.far_weight = source - static_cast<float>(taps.near);
+  taps.near_weight = 1.0f - taps.far_weight;
+  return taps;
+}
+
+// Output element `index` (NHWC) of the bilinear resize.
+SPILLWAY_HOST_DEVICE inline float ResizeBilinearAt(const float* x, const ResizeGeometry& g,
+                                                   int64_t index) {
+  const int64_t c = index % g.c;
+  const int64_t ow = index / g.c % g.out_w;
+  const int64_t oh = index / (g.c * g.out_w) % g.out_h;
+  const int64_t n = index / (g.c * g.out_w * g.out_h);
+  const ResizeTaps h = ResizeTapsAlong(oh, g.h, g.out_h, g.align_corners);
+  const ResizeTaps w = ResizeTapsAlong(ow, g.w, g.out_w, g.align_corners);
+  const auto at = [&](int64_t row, int64_t column) {
+    return x[((n * g.h + row) * g.w + column) * g.c + c];
+  };
+  const float top = w.near_weight * at(h.near, w.near) + w.far_weight * at(h.near, w.far);
+  const float bottom = w.near_weight * at(h.far, w.near) + w.far_weight * at(h.far, w.far);
+  return h.near_weight * top + h.far_weight * bottom;
+}
+
+// The first output index along an axis whose taps may reach input index i:
+// the first whose near tap is at least i - 1 (near taps never decrease
+// along the axis, since every float operation that makes them is monotone).
+SPILLWAY_HOST_DEVICE inline int64_t FirstOutputReaching(int64_t i, int64_t in_size,
+                                                        int64_t out_size, bool align_corners) {
+  int64_t lo = 0;
+  int64_t hi = out_size;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (ResizeTapsAlong(mid, in_size, out_size, align_corners).near < i - 1) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// Input element `index` (NHWC) of the bilinear resize's gradient: the sum of
+// weight * dy over every output pixel that read it, added as the reference
+// kernel scatters them: output pixels in row-major order, each one's taps in
+// the order (near, near), (near, far), (far, near), (far, far).
+SPILLWAY_HOST_DEVICE inline float ResizeBilinearGradientAt(const float* dy, const ResizeGeometry& g,
+                                                           int64_t index) {
+  const int64_t c = index % g.c;
+  const int64_t iw = index / g.c % g.w;
+  const int64_t ih = index / (g.c * g.w) % g.h;
+  const int64_t n = index / (g.c * g.w * g.h);
+  float sum = 0.0f;
+  for (int64_t oh = FirstOutputReaching(ih, g.h, g.out_h, g.align_corners); oh < g.out_h; ++oh) {
+    const ResizeTaps h = ResizeTapsAlong(oh, g.h, g.out_h, g.align_corners);
+    if (h.near > ih) break;
+    if (h.near != ih && h.far != ih) continue;
+    for (int64_t ow = FirstOutputReaching(iw, g.w, g.out_w, g.align_corners); ow < g.out_w; ++ow) {
+      const ResizeTaps w = ResizeTapsAlong(ow, g.w, g.out_w, g.align_corners);
+      if (w.near > iw) break;
+      if (w.near != iw && w.far != iw) continue;
+      const float grad = dy[((n * g.out_h + oh) * g.out_w + ow) * g.c + c];
+      if (h.near == ih && w.near == iw) sum += h.near_weight * w.near_weight * grad;
+      if (h.near == ih && w.far == iw) sum += h.near_weight * w.far_weight * grad;
+      if (h.far == ih && w.near == iw) sum += h.far_weight * w.near_weight * grad;
+      if (h.far == ih && w.far == iw) sum += h.far_weight * w.far_weight * grad;
+    }
+  }
+  return sum;
+}
+
 // ---- Strided views (StridedView) and embeddings ----
 
 // Where element i of the view's dense tensor lies in the tensor it reads:

@@ -272,6 +272,42 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kConcat: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const int64_t axis, ConcatAxis(call.node.attrs, y.type->shape));
+        const auto bytes = static_cast<size_t>(ir::DTypeSize(y.type->dtype));
+        auto* out = static_cast<std::byte*>(y.data);
+        int64_t offset = 0;
+        for (const TensorRef& x : call.inputs) {
+          ASSIGN_OR_RETURN(const StridedView view,
+                           MakeConcatView(axis, x.type->shape, y.type->shape, offset));
+          const auto* in = static_cast<const std::byte*>(x.data);
+          for (int64_t i = 0; i < x.num_elements(); ++i) {
+            std::memcpy(out + static_cast<size_t>(StridedOffset(view, i)) * bytes,
+                        in + static_cast<size_t>(i) * bytes, bytes);
+          }
+          offset += x.type->shape[static_cast<size_t>(axis)];
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kResizeBilinear: {
+        ++element_math_calls_;
+        const ResizeGeometry g =
+            MakeResizeGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ResizeBilinearAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kResizeBilinearBackward: {
+        ++element_math_calls_;
+        const ResizeGeometry g =
+            MakeResizeGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ResizeBilinearGradientAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kSliceBackward: {
         ++element_math_calls_;
         ASSIGN_OR_RETURN(const StridedView view, MakeSliceView(call.node.attrs, y.type->shape));
@@ -474,7 +510,7 @@ TEST(CudaElementMath, ASoftmaxGeometryNeedsASoftmaxAndAnAxisInside) {
 }
 
 // Every harness case of transpose, slice (and through it slice_backward),
-// embedding (and embedding_backward, repeated rows included) and of add, sub
+// concat, embedding (and embedding_backward, repeated rows included) and of add, sub
 // and mul with broadcasting: the strided views give the reference's
 // elements, and the embedding's gradient adds rows in its order.
 TEST(CudaElementMath, StridedCopiesEmbeddingsAndBroadcastingMatchTheReferenceBitwiseOnTheHost) {
@@ -490,6 +526,30 @@ TEST(CudaElementMath, StridedCopiesEmbeddingsAndBroadcastingMatchTheReferenceBit
     ++cases;
   }
   EXPECT_GE(cases, 15);
+}
+
+// Every harness case of resize_bilinear (both coordinate maps, up and
+// down), and through them resize_bilinear_backward: the gradient gathered
+// per input element adds the reference's scattered terms in its order. And
+// larger ones, where one input pixel is read by many output pixels (up by
+// 3.5x) and none by some (down by 2.6x).
+TEST(CudaElementMath, BilinearResizeMatchesTheReferenceBitwiseOnTheHost) {
+  EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) { return op == ir::OpKind::kResizeBilinear; }),
+            2);
+  for (const bool align_corners : {false, true}) {
+    for (const auto& [in, out] : {std::pair<int64_t, int64_t>{6, 21}, {21, 8}}) {
+      testing::OpTestCase resize = testing::Case(
+          fmt::format("resize_bilinear/{}_to_{}_align_corners_{}", in, out, align_corners),
+          ir::OpKind::kResizeBilinear, {ir::Activation({2, in, in + 1, 3})},
+          {{"size", ir::IntList{out, out + 2}}, {"align_corners", align_corners}});
+      resize.check_gradient = false;
+      resize.float_tolerance = 0;
+      ElementMathBackend backend;
+      const absl::Status compared = testing::CompareWithReference(backend, resize);
+      EXPECT_TRUE(compared.ok()) << resize.name << ": " << compared;
+      EXPECT_EQ(backend.element_math_calls(), 2) << resize.name;
+    }
+  }
 }
 
 TEST(CudaElementMath, StridedViewsCheckTheirAttributes) {

@@ -1,6 +1,7 @@
-// Max pooling and global average pooling over NHWC activations, with their
-// backward ops. One thread per output element (per input element for the
-// max pool's backward, which gathers instead of scattering).
+// Max pooling, global average pooling and bilinear resizing over NHWC
+// activations, with their backward ops. One thread per output element (per
+// input element for the backward ops of the max pool and the resize, which
+// gather instead of scattering).
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
@@ -16,6 +17,17 @@ __global__ void MaxPoolBackward(const float* dy, const float* x, float* dx, Pool
                                 int64_t inputs) {
   for (int64_t i = GridStart(); i < inputs; i += GridStride()) {
     dx[i] = MaxPoolGradientAt(dy, x, g, i);
+  }
+}
+
+__global__ void ResizeBilinear(const float* x, float* y, ResizeGeometry g, int64_t outputs) {
+  for (int64_t i = GridStart(); i < outputs; i += GridStride()) y[i] = ResizeBilinearAt(x, g, i);
+}
+
+__global__ void ResizeBilinearBackward(const float* dy, float* dx, ResizeGeometry g,
+                                       int64_t inputs) {
+  for (int64_t i = GridStart(); i < inputs; i += GridStride()) {
+    dx[i] = ResizeBilinearGradientAt(dy, g, i);
   }
 }
 
@@ -73,6 +85,22 @@ cudaError_t LaunchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t n, i
   const int64_t count = n * pixels * channels;
   if (count == 0) return cudaSuccess;
   GlobalAvgPoolBackward<<<Blocks(count), kThreads, 0, stream>>>(dy, dx, n, pixels, channels);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchResizeBilinear(const float* x, float* y, const ResizeGeometry& geometry,
+                                 cudaStream_t stream) {
+  const int64_t outputs = geometry.n * geometry.out_h * geometry.out_w * geometry.c;
+  if (outputs == 0) return cudaSuccess;
+  ResizeBilinear<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, geometry, outputs);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchResizeBilinearBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
+                                         cudaStream_t stream) {
+  const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
+  if (inputs == 0) return cudaSuccess;
+  ResizeBilinearBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
   return cudaGetLastError();
 }
 
