@@ -29,14 +29,16 @@ __global__ void ActivateGradient(ActivationParams params, const float* dy, const
   }
 }
 
-// The products and sums are single IEEE operations (no contraction into FMA
-// is possible in a lone add or multiply), so the results are the CPU's bits.
+// The sums, products and quotients are single IEEE operations (no
+// contraction into FMA is possible in a lone one), so the results are the
+// CPU's bits.
 template <BinaryOp kOp>
 __global__ void Binary(const float* a, const float* b, float* c, int64_t n) {
   for (int64_t i = GridStart(); i < n; i += GridStride()) {
     if constexpr (kOp == BinaryOp::kAdd) c[i] = a[i] + b[i];
     if constexpr (kOp == BinaryOp::kSub) c[i] = a[i] - b[i];
     if constexpr (kOp == BinaryOp::kMul) c[i] = a[i] * b[i];
+    if constexpr (kOp == BinaryOp::kDiv) c[i] = a[i] / b[i];
   }
 }
 
@@ -60,6 +62,7 @@ __global__ void BroadcastBinary(const float* a, StridedView a_view, const float*
     if constexpr (kOp == BinaryOp::kAdd) c[i] = x + y;
     if constexpr (kOp == BinaryOp::kSub) c[i] = x - y;
     if constexpr (kOp == BinaryOp::kMul) c[i] = x * y;
+    if constexpr (kOp == BinaryOp::kDiv) c[i] = x / y;
   }
 }
 
@@ -214,6 +217,10 @@ cudaError_t LaunchBroadcastBinary(BinaryOp op, const float* a, const StridedView
       BroadcastBinary<BinaryOp::kMul>
           <<<Blocks(n), kThreads, 0, stream>>>(a, a_view, b, b_view, c, n);
       break;
+    case BinaryOp::kDiv:
+      BroadcastBinary<BinaryOp::kDiv>
+          <<<Blocks(n), kThreads, 0, stream>>>(a, a_view, b, b_view, c, n);
+      break;
   }
   return cudaGetLastError();
 }
@@ -253,6 +260,9 @@ cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* c, 
       break;
     case BinaryOp::kMul:
       Binary<BinaryOp::kMul><<<Blocks(n), kThreads, 0, stream>>>(a, b, c, n);
+      break;
+    case BinaryOp::kDiv:
+      Binary<BinaryOp::kDiv><<<Blocks(n), kThreads, 0, stream>>>(a, b, c, n);
       break;
   }
   return cudaGetLastError();

@@ -23,7 +23,7 @@ namespace spillway::backends::cuda {
 
 // ---- Element-wise maps (cuda_kernels.cu) ----
 
-enum class BinaryOp { kAdd, kSub, kMul };
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 
 // y = x < 0 ? 0 : x, so that NaN passes through (as the reference kernel).
 cudaError_t LaunchRelu(const float* x, float* y, int64_t n, cudaStream_t stream);
@@ -82,7 +82,7 @@ cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const Stride
 // so no two threads write one element.
 cudaError_t LaunchPlace(const void* x, void* y, int element_bytes, const StridedView& view,
                         int64_t n, cudaStream_t stream);
-// c[i] = a[a_view(i)] op b[b_view(i)]: add, sub or mul with numpy's
+// c[i] = a[a_view(i)] op b[b_view(i)]: add, sub, mul or div with numpy's
 // broadcasting. c may be a's or b's buffer only where that operand has c's
 // shape (its view is then the identity).
 cudaError_t LaunchBroadcastBinary(BinaryOp op, const float* a, const StridedView& a_view,

@@ -57,6 +57,7 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kAdd,
     ir::OpKind::kSub,
     ir::OpKind::kMul,
+    ir::OpKind::kDiv,
     ir::OpKind::kAddN,
     ir::OpKind::kMatMul,
     ir::OpKind::kLinear,
@@ -412,8 +413,9 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
     case ir::OpKind::kAdd:
     case ir::OpKind::kSub:
     case ir::OpKind::kMul:
+    case ir::OpKind::kDiv:
       if (type(node.outputs[0]).dtype != ir::DType::kF32) {
-        return absl::UnimplementedError("the CUDA add, sub and mul take f32 tensors");
+        return absl::UnimplementedError("the CUDA add, sub, mul and div take f32 tensors");
       }
       return strided(type(node.outputs[0]).shape);
     case ir::OpKind::kTranspose:
@@ -565,11 +567,13 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
           LaunchReluBackward(In(call, 0), In(call, 1), y.as<float>(), y.num_elements(), stream));
     case ir::OpKind::kAdd:
     case ir::OpKind::kSub:
-    case ir::OpKind::kMul: {
+    case ir::OpKind::kMul:
+    case ir::OpKind::kDiv: {
       if (y.data == nullptr) return absl::OkStatus();
       const BinaryOp op = node.op == ir::OpKind::kAdd   ? BinaryOp::kAdd
                           : node.op == ir::OpKind::kSub ? BinaryOp::kSub
-                                                        : BinaryOp::kMul;
+                          : node.op == ir::OpKind::kMul ? BinaryOp::kMul
+                                                        : BinaryOp::kDiv;
       const ir::Shape& a = call.inputs[0].type->shape;
       const ir::Shape& b = call.inputs[1].type->shape;
       if (a == y.type->shape && b == y.type->shape) {

@@ -239,7 +239,8 @@ class ElementMathBackend final : public testing::ForwardingBackend {
       }
       case ir::OpKind::kAdd:
       case ir::OpKind::kSub:
-      case ir::OpKind::kMul: {
+      case ir::OpKind::kMul:
+      case ir::OpKind::kDiv: {
         const ir::Shape& a = call.inputs[0].type->shape;
         const ir::Shape& b = call.inputs[1].type->shape;
         // Operands of one shape take LaunchBinary, which needs no index work.
@@ -252,7 +253,8 @@ class ElementMathBackend final : public testing::ForwardingBackend {
           const float x1 = call.inputs[1].as<const float>()[StridedOffset(b_view, i)];
           y.as<float>()[i] = call.node.op == ir::OpKind::kAdd   ? x0 + x1
                              : call.node.op == ir::OpKind::kSub ? x0 - x1
-                                                                : x0 * x1;
+                             : call.node.op == ir::OpKind::kMul ? x0 * x1
+                                                                : x0 / x1;
         }
         return absl::OkStatus();
       }
@@ -510,12 +512,13 @@ TEST(CudaElementMath, ASoftmaxGeometryNeedsASoftmaxAndAnAxisInside) {
 }
 
 // Every harness case of transpose, slice (and through it slice_backward),
-// concat, embedding (and embedding_backward, repeated rows included) and of add, sub
-// and mul with broadcasting: the strided views give the reference's
+// concat, embedding (and embedding_backward, repeated rows included) and of
+// add, sub, mul and div with broadcasting: the strided views give the reference's
 // elements, and the embedding's gradient adds rows in its order.
 TEST(CudaElementMath, StridedCopiesEmbeddingsAndBroadcastingMatchTheReferenceBitwiseOnTheHost) {
   constexpr ir::OpKind kOps[] = {ir::OpKind::kTranspose, ir::OpKind::kSlice, ir::OpKind::kEmbedding,
-                                 ir::OpKind::kAdd,       ir::OpKind::kSub,   ir::OpKind::kMul};
+                                 ir::OpKind::kAdd,       ir::OpKind::kSub,   ir::OpKind::kMul,
+                                 ir::OpKind::kDiv};
   int cases = 0;
   for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
     if (std::find(std::begin(kOps), std::end(kOps), test_case.op) == std::end(kOps)) continue;
