@@ -83,6 +83,24 @@ SPILLWAY_HOST_DEVICE inline float ActivationGradientAt(float dy, float saved,
   return dy;
 }
 
+// ---- NHWC indexing, and the max pool ----
+
+// An element of an NHWC tensor of height h, width w and c channels.
+struct NhwcIndex {
+  int64_t n = 0, h = 0, w = 0, c = 0;
+};
+
+SPILLWAY_HOST_DEVICE inline NhwcIndex UnravelNhwc(int64_t index, int64_t h, int64_t w, int64_t c) {
+  NhwcIndex at;
+  at.c = index % c;
+  index /= c;
+  at.w = index % w;
+  index /= w;
+  at.h = index % h;
+  at.n = index / h;
+  return at;
+}
+
 SPILLWAY_HOST_DEVICE inline int64_t PoolInputOffset(const PoolGeometry& g, int64_t n, int64_t h,
                                                     int64_t w, int64_t c) {
   return ((n * g.h + h) * g.w + w) * g.c + c;
@@ -109,14 +127,8 @@ SPILLWAY_HOST_DEVICE inline int64_t PoolArgMax(const float* x, const PoolGeometr
 
 // Element `index` of the max pool's output (NHWC order).
 SPILLWAY_HOST_DEVICE inline float MaxPoolAt(const float* x, const PoolGeometry& g, int64_t index) {
-  int64_t rest = index;
-  const int64_t c = rest % g.c;
-  rest /= g.c;
-  const int64_t ow = rest % g.out_w;
-  rest /= g.out_w;
-  const int64_t oh = rest % g.out_h;
-  const int64_t n = rest / g.out_h;
-  return x[PoolArgMax(x, g, n, oh, ow, c)];
+  const NhwcIndex at = UnravelNhwc(index, g.out_h, g.out_w, g.c);
+  return x[PoolArgMax(x, g, at.n, at.h, at.w, at.c)];
 }
 
 // The first output index along one axis whose window reaches input index i:
@@ -133,13 +145,8 @@ SPILLWAY_HOST_DEVICE inline int64_t FirstWindowReaching(int64_t i, int64_t strid
 // of additions, so the sum is its bits).
 SPILLWAY_HOST_DEVICE inline float MaxPoolGradientAt(const float* dy, const float* x,
                                                     const PoolGeometry& g, int64_t index) {
-  int64_t rest = index;
-  const int64_t c = rest % g.c;
-  rest /= g.c;
-  const int64_t iw = rest % g.w;
-  rest /= g.w;
-  const int64_t ih = rest % g.h;
-  const int64_t n = rest / g.h;
+  const NhwcIndex at = UnravelNhwc(index, g.h, g.w, g.c);
+  const int64_t n = at.n, ih = at.h, iw = at.w, c = at.c;
   // The windows containing (ih, iw); the last has o * stride - pad <= i.
   int64_t last_h = (ih + g.pad_top) / g.stride_h;
   int64_t last_w = (iw + g.pad_left) / g.stride_w;
@@ -220,10 +227,8 @@ SPILLWAY_HOST_DEVICE inline ResizeTaps ResizeTapsAlong(int64_t out_index, int64_
 // Output element `index` (NHWC) of the bilinear resize.
 SPILLWAY_HOST_DEVICE inline float ResizeBilinearAt(const float* x, const ResizeGeometry& g,
                                                    int64_t index) {
-  const int64_t c = index % g.c;
-  const int64_t ow = index / g.c % g.out_w;
-  const int64_t oh = index / (g.c * g.out_w) % g.out_h;
-  const int64_t n = index / (g.c * g.out_w * g.out_h);
+  const NhwcIndex out = UnravelNhwc(index, g.out_h, g.out_w, g.c);
+  const int64_t n = out.n, oh = out.h, ow = out.w, c = out.c;
   const ResizeTaps h = ResizeTapsAlong(oh, g.h, g.out_h, g.align_corners);
   const ResizeTaps w = ResizeTapsAlong(ow, g.w, g.out_w, g.align_corners);
   const auto at = [&](int64_t row, int64_t column) {
@@ -258,10 +263,8 @@ SPILLWAY_HOST_DEVICE inline int64_t FirstOutputReaching(int64_t i, int64_t in_si
 // the order (near, near), (near, far), (far, near), (far, far).
 SPILLWAY_HOST_DEVICE inline float ResizeBilinearGradientAt(const float* dy, const ResizeGeometry& g,
                                                            int64_t index) {
-  const int64_t c = index % g.c;
-  const int64_t iw = index / g.c % g.w;
-  const int64_t ih = index / (g.c * g.w) % g.h;
-  const int64_t n = index / (g.c * g.w * g.h);
+  const NhwcIndex at = UnravelNhwc(index, g.h, g.w, g.c);
+  const int64_t n = at.n, ih = at.h, iw = at.w, c = at.c;
   float sum = 0.0f;
   for (int64_t oh = FirstOutputReaching(ih, g.h, g.out_h, g.align_corners); oh < g.out_h; ++oh) {
     const ResizeTaps h = ResizeTapsAlong(oh, g.h, g.out_h, g.align_corners);
