@@ -1,5 +1,5 @@
 // The element-wise kernels: activations, binary ops (broadcasting too),
-// add_n, fill, bias, reduce_sum and the SGD update; strided copies
+// add_n, fill, bias, reduce_sum and the SGD and Adam updates; strided copies
 // (transpose, slice and its gradient, concat) and the embedding and its
 // gradient.
 #include "backends/cuda/cuda_kernels.h"
@@ -79,6 +79,20 @@ __global__ void EmbeddingBackward(const float* dy, const void* indices, bool ind
                                   int64_t count, int64_t rows, int64_t width, float* dtable) {
   for (int64_t d = GridStart(); d < width; d += GridStride()) {
     if (!EmbeddingGradientColumn(dy, indices, indices_i32, count, rows, width, d, dtable)) __trap();
+  }
+}
+
+__global__ void AdamUpdate(const float* param, const float* grad, const float* m, const float* v,
+                           const int64_t* step, float* param_out, float* m_out, float* v_out,
+                           int64_t n, AdamSettings settings) {
+  __shared__ AdamFactors factors;
+  if (threadIdx.x == 0) {
+    if (*step < 1) __trap();  // the first update is step 1
+    factors = MakeAdamFactors(*step, settings);
+  }
+  __syncthreads();
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    AdamUpdateAt(factors, param, grad, m, v, i, param_out, m_out, v_out);
   }
 }
 
@@ -326,6 +340,15 @@ cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* 
   if (n == 0) return cudaSuccess;
   SgdUpdate<<<Blocks(n), kThreads, 0, stream>>>(param, grad, buffer, param_out, buffer_out, n,
                                                 settings);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAdamUpdate(const float* param, const float* grad, const float* m, const float* v,
+                             const int64_t* step, float* param_out, float* m_out, float* v_out,
+                             int64_t n, const AdamSettings& settings, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  AdamUpdate<<<Blocks(n), kThreads, 0, stream>>>(param, grad, m, v, step, param_out, m_out, v_out,
+                                                 n, settings);
   return cudaGetLastError();
 }
 

@@ -185,6 +185,26 @@ cudaError_t LaunchSoftmax(const SoftmaxGeometry& geometry, const float* x, float
 cudaError_t LaunchSoftmaxBackward(const SoftmaxGeometry& geometry, const float* dy, const float* y,
                                   float* dx, cudaStream_t stream);
 
+// The Adam update of backends/reference/optimizer.cc, element by element:
+// with g = grad (+ weight_decay * param unless decoupled), m and v move
+// toward g and g^2, and param steps by lr / (1 - beta1^t) * m / (sqrt(v) /
+// sqrt(1 - beta2^t) + epsilon) (decoupled: param first shrinks by 1 - lr *
+// weight_decay). The step t is the i64 counter on the device; each block's
+// first thread computes the scalar factors from it in double, as the
+// reference does on the host, and a counter below 1 stops the kernel. A null
+// output is not written; outputs alias their inputs (in place).
+struct AdamSettings {
+  double lr = 0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weight_decay = 0;
+  bool decoupled = true;
+};
+cudaError_t LaunchAdamUpdate(const float* param, const float* grad, const float* m, const float* v,
+                             const int64_t* step, float* param_out, float* m_out, float* v_out,
+                             int64_t n, const AdamSettings& settings, cudaStream_t stream);
+
 // ---- Batch norm (normalization.cu) ----
 //
 // x is seen as a matrix [rows, channels] (N, H and W by C). Per-channel sums

@@ -77,6 +77,7 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kEmbeddingBackward,
     ir::OpKind::kFill,
     ir::OpKind::kSgdUpdate,
+    ir::OpKind::kAdamUpdate,
 };
 
 std::string SupportedNames() {
@@ -317,6 +318,17 @@ absl::StatusOr<StridedView> MakeBroadcastView(const ir::Shape& operand, const ir
         "{} does not broadcast to {}", ir::ShapeToString(operand), ir::ShapeToString(out)));
   }
   return MakeStridedView(out, BroadcastStrides(operand, out), 0);
+}
+
+absl::StatusOr<AdamSettings> MakeAdamSettings(const ir::AttrMap& attrs) {
+  AdamSettings s;
+  ASSIGN_OR_RETURN(s.lr, attrs.GetFloat("lr"));
+  ASSIGN_OR_RETURN(s.beta1, attrs.GetFloat("beta1", 0.9));
+  ASSIGN_OR_RETURN(s.beta2, attrs.GetFloat("beta2", 0.999));
+  ASSIGN_OR_RETURN(s.epsilon, attrs.GetFloat("epsilon", 1e-8));
+  ASSIGN_OR_RETURN(s.weight_decay, attrs.GetFloat("weight_decay", 0.0));
+  ASSIGN_OR_RETURN(s.decoupled, attrs.GetBool("decoupled", true));
+  return s;
 }
 
 PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y) {
@@ -738,6 +750,17 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
                                       settings.has_buffer ? In(call, 2) : nullptr, Out(call, 0),
                                       settings.has_buffer ? Out(call, 1) : nullptr,
                                       call.inputs[0].num_elements(), settings, stream));
+    }
+    case ir::OpKind::kAdamUpdate: {
+      ASSIGN_OR_RETURN(const AdamSettings settings, MakeAdamSettings(node.attrs));
+      if (call.inputs.size() != 5) {
+        return absl::InvalidArgumentError(
+            fmt::format("adam_update takes 5 inputs, not {}", call.inputs.size()));
+      }
+      return Launched(LaunchAdamUpdate(In(call, 0), In(call, 1), In(call, 2), In(call, 3),
+                                       call.inputs[4].as<const int64_t>(), Out(call, 0),
+                                       Out(call, 1), Out(call, 2), call.inputs[0].num_elements(),
+                                       settings, stream));
     }
     case ir::OpKind::kConv2d:
     case ir::OpKind::kConv2dBackwardData:

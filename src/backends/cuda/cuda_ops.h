@@ -56,6 +56,9 @@ absl::StatusOr<StridedView> MakeConcatView(int64_t axis, const ir::Shape& x, con
 // op, x is dx's shape and y dy's).
 ResizeGeometry MakeResizeGeometry(const ir::AttrMap& attrs, const ir::Shape& x, const ir::Shape& y);
 
+// An adam_update node's hyperparameters (the reference kernel's defaults).
+absl::StatusOr<AdamSettings> MakeAdamSettings(const ir::AttrMap& attrs);
+
 class CudaOps {
  public:
   // The handles are the backend's; convolutions run as `convolution` says.

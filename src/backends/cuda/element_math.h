@@ -386,6 +386,59 @@ SPILLWAY_HOST_DEVICE inline void SoftmaxGradientLine(const SoftmaxGeometry& g, c
   }
 }
 
+// ---- Adam (AdamSettings) ----
+
+// The update's scalar factors for step t, computed in double and rounded to
+// float once, as the reference kernel computes them.
+struct AdamFactors {
+  float step_size = 0;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 0;  // sqrt(1 - beta2^t)
+  float shrink = 1;                 // 1 - lr * weight_decay (decoupled)
+  float l2 = 0;                     // weight_decay (not decoupled)
+  float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0, epsilon = 0;
+  bool decay = false;
+  bool decoupled = true;
+};
+
+SPILLWAY_HOST_DEVICE inline AdamFactors MakeAdamFactors(int64_t step, const AdamSettings& s) {
+  const double t = static_cast<double>(step);
+  AdamFactors f;
+  f.step_size = static_cast<float>(s.lr / (1.0 - pow(s.beta1, t)));
+  f.bias_correction2_sqrt = static_cast<float>(sqrt(1.0 - pow(s.beta2, t)));
+  f.shrink = static_cast<float>(1.0 - s.lr * s.weight_decay);
+  f.l2 = static_cast<float>(s.weight_decay);
+  f.beta1 = static_cast<float>(s.beta1);
+  f.beta2 = static_cast<float>(s.beta2);
+  f.one_minus_beta1 = static_cast<float>(1.0 - s.beta1);
+  f.one_minus_beta2 = static_cast<float>(1.0 - s.beta2);
+  f.epsilon = static_cast<float>(s.epsilon);
+  f.decay = s.weight_decay != 0.0;
+  f.decoupled = s.decoupled;
+  return f;
+}
+
+// Element i of the update, in the reference kernel's order of operations.
+SPILLWAY_HOST_DEVICE inline void AdamUpdateAt(const AdamFactors& f, const float* param,
+                                              const float* grad, const float* m, const float* v,
+                                              int64_t i, float* param_out, float* m_out,
+                                              float* v_out) {
+  float p = param[i];
+  float g = grad[i];
+  if (f.decay) {
+    if (f.decoupled) {
+      p *= f.shrink;
+    } else {
+      g += f.l2 * p;
+    }
+  }
+  const float new_m = f.beta1 * m[i] + f.one_minus_beta1 * g;
+  const float new_v = f.beta2 * v[i] + f.one_minus_beta2 * g * g;
+  const float denominator = sqrtf(new_v) / f.bias_correction2_sqrt + f.epsilon;
+  if (m_out != nullptr) m_out[i] = new_m;
+  if (v_out != nullptr) v_out[i] = new_v;
+  if (param_out != nullptr) param_out[i] = p - f.step_size * (new_m / denominator);
+}
+
 // ---- Batch norm ----
 //
 // x is [rows, channels]. A chunk's partial sums per channel are kBatchNormLanes

@@ -346,6 +346,17 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kAdamUpdate: {
+        ++element_math_calls_;
+        ASSIGN_OR_RETURN(const AdamSettings settings, MakeAdamSettings(call.node.attrs));
+        const AdamFactors factors = MakeAdamFactors(*call.inputs[4].as<const int64_t>(), settings);
+        for (int64_t i = 0; i < call.inputs[0].num_elements(); ++i) {
+          AdamUpdateAt(factors, call.inputs[0].as<const float>(), call.inputs[1].as<const float>(),
+                       call.inputs[2].as<const float>(), call.inputs[3].as<const float>(), i,
+                       OutputOrNull(call, 0), OutputOrNull(call, 1), OutputOrNull(call, 2));
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kLayerNorm: {
         ++element_math_calls_;
         const ir::MatrixExtent m = ir::AsMatrix(call.inputs[0].type->shape);
@@ -553,6 +564,12 @@ TEST(CudaElementMath, BilinearResizeMatchesTheReferenceBitwiseOnTheHost) {
       EXPECT_EQ(backend.element_math_calls(), 2) << resize.name;
     }
   }
+}
+
+// The Adam cases (AdamW and L2 decay): the factors in double, rounded once,
+// and each element in the reference's order of operations give its bits.
+TEST(CudaElementMath, AdamMatchesTheReferenceBitwiseOnTheHost) {
+  EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) { return op == ir::OpKind::kAdamUpdate; }), 2);
 }
 
 TEST(CudaElementMath, StridedViewsCheckTheirAttributes) {
