@@ -297,6 +297,7 @@ struct PoolGeometry {
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_top = 0, pad_left = 0;
+  bool count_include_pad = false;  // an average's divisor: the whole kernel, not its real inputs
 };
 // y = the window's maximum; on ties the first in window order.
 cudaError_t LaunchMaxPool(const float* x, float* y, const PoolGeometry& geometry,
@@ -306,6 +307,16 @@ cudaError_t LaunchMaxPool(const float* x, float* y, const PoolGeometry& geometry
 // atomics, and the reference kernel's order of additions.
 cudaError_t LaunchMaxPoolBackward(const float* dy, const float* x, float* dx,
                                   const PoolGeometry& geometry, cudaStream_t stream);
+// y = the mean of the window's real inputs (summed in float in window order,
+// as the reference kernel), divided by their count or, with
+// count_include_pad, by the kernel's size.
+cudaError_t LaunchAvgPool(const float* x, float* y, const PoolGeometry& geometry,
+                          cudaStream_t stream);
+// dx: each dy is shared evenly by its window. One thread per element of dx
+// gathers the shares of the windows that hold it, in output order (the
+// reference kernel's order of additions).
+cudaError_t LaunchAvgPoolBackward(const float* dy, float* dx, const PoolGeometry& geometry,
+                                  cudaStream_t stream);
 // y[n, c] = the mean of x[n, :, :, c] (summed in double).
 cudaError_t LaunchGlobalAvgPool(const float* x, float* y, int64_t n, int64_t pixels,
                                 int64_t channels, cudaStream_t stream);

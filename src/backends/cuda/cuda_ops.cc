@@ -36,6 +36,8 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kReluBackward,
     ir::OpKind::kMaxPool,
     ir::OpKind::kMaxPoolBackward,
+    ir::OpKind::kAvgPool,
+    ir::OpKind::kAvgPoolBackward,
     ir::OpKind::kGlobalAvgPool,
     ir::OpKind::kGlobalAvgPoolBackward,
     ir::OpKind::kGelu,
@@ -348,6 +350,7 @@ PoolGeometry MakePoolGeometry(const ir::AttrMap& attrs, const ir::Shape& x, cons
   g.stride_w = strides[1];
   g.pad_top = pads[0];
   g.pad_left = pads[1];
+  g.count_include_pad = *attrs.GetBool("count_include_pad", false);
   return g;
 }
 
@@ -834,6 +837,16 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       if (y.data == nullptr) return absl::OkStatus();
       return Launched(LaunchMaxPoolBackward(
           In(call, 0), In(call, 1), y.as<float>(),
+          MakePoolGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
+    case ir::OpKind::kAvgPool:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchAvgPool(
+          In(call, 0), y.as<float>(),
+          MakePoolGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape), stream));
+    case ir::OpKind::kAvgPoolBackward:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchAvgPoolBackward(
+          In(call, 0), y.as<float>(),
           MakePoolGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
     case ir::OpKind::kGlobalAvgPool: {
       if (y.data == nullptr) return absl::OkStatus();

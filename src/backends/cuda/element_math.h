@@ -165,6 +165,65 @@ SPILLWAY_HOST_DEVICE inline float MaxPoolGradientAt(const float* dy, const float
   return sum;
 }
 
+// The real inputs of output (oh, ow)'s window along each axis: rows
+// [row_begin, row_end) and columns [column_begin, column_end) of x.
+struct PoolWindow {
+  int64_t row_begin = 0, row_end = 0, column_begin = 0, column_end = 0;
+};
+
+SPILLWAY_HOST_DEVICE inline PoolWindow PoolWindowAt(const PoolGeometry& g, int64_t oh, int64_t ow) {
+  const int64_t top = oh * g.stride_h - g.pad_top;
+  const int64_t left = ow * g.stride_w - g.pad_left;
+  PoolWindow window;
+  window.row_begin = top > 0 ? top : 0;
+  window.row_end = top + g.kernel_h < g.h ? top + g.kernel_h : g.h;
+  window.column_begin = left > 0 ? left : 0;
+  window.column_end = left + g.kernel_w < g.w ? left + g.kernel_w : g.w;
+  return window;
+}
+
+// An average's divisor: the window's real inputs, or the whole kernel.
+SPILLWAY_HOST_DEVICE inline float AvgPoolDivisor(const PoolGeometry& g, const PoolWindow& window) {
+  if (g.count_include_pad) return static_cast<float>(g.kernel_h * g.kernel_w);
+  return static_cast<float>((window.row_end - window.row_begin) *
+                            (window.column_end - window.column_begin));
+}
+
+// Element `index` of the average pool's output (NHWC order).
+SPILLWAY_HOST_DEVICE inline float AvgPoolAt(const float* x, const PoolGeometry& g, int64_t index) {
+  const NhwcIndex out = UnravelNhwc(index, g.out_h, g.out_w, g.c);
+  const PoolWindow window = PoolWindowAt(g, out.h, out.w);
+  float sum = 0.0f;
+  for (int64_t h = window.row_begin; h < window.row_end; ++h) {
+    for (int64_t w = window.column_begin; w < window.column_end; ++w) {
+      sum += x[PoolInputOffset(g, out.n, h, w, out.c)];
+    }
+  }
+  return sum / AvgPoolDivisor(g, window);
+}
+
+// Element `index` of the average pool's input gradient: dy / divisor of
+// every window that holds it, added in output order.
+SPILLWAY_HOST_DEVICE inline float AvgPoolGradientAt(const float* dy, const PoolGeometry& g,
+                                                    int64_t index) {
+  const NhwcIndex at = UnravelNhwc(index, g.h, g.w, g.c);
+  int64_t last_h = (at.h + g.pad_top) / g.stride_h;
+  int64_t last_w = (at.w + g.pad_left) / g.stride_w;
+  last_h = last_h < g.out_h - 1 ? last_h : g.out_h - 1;
+  last_w = last_w < g.out_w - 1 ? last_w : g.out_w - 1;
+  float sum = 0.0f;
+  for (int64_t oh = FirstWindowReaching(at.h, g.stride_h, g.pad_top, g.kernel_h); oh <= last_h;
+       ++oh) {
+    for (int64_t ow = FirstWindowReaching(at.w, g.stride_w, g.pad_left, g.kernel_w); ow <= last_w;
+         ++ow) {
+      const float share = dy[((at.n * g.out_h + oh) * g.out_w + ow) * g.c + at.c] /
+                          AvgPoolDivisor(g, PoolWindowAt(g, oh, ow));
+      sum += share;
+    }
+  }
+  return sum;
+}
+
 // Element `out` of a reduce_sum: the sum, in double, of x over the reduced
 // axes in row-major order (the reference kernel's order).
 SPILLWAY_HOST_DEVICE inline float ReduceSumAt(const float* x, const ReduceGeometry& g,

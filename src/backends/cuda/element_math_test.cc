@@ -203,6 +203,24 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kAvgPool: {
+        ++element_math_calls_;
+        const PoolGeometry g =
+            MakePoolGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = AvgPoolAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kAvgPoolBackward: {
+        ++element_math_calls_;
+        const PoolGeometry g =
+            MakePoolGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = AvgPoolGradientAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kReduceSum: {
         if (y.type->dtype != ir::DType::kF32) break;  // the CUDA kernel sums f32 only
         ++element_math_calls_;
@@ -448,15 +466,16 @@ int ExpectBitwiseOnTheHost(Wanted wanted) {
   return cases;
 }
 
-// Every harness case of max pooling (whose gradient is max_pool_backward) and
-// of reduce_sum: the element arithmetic gives the reference kernels' bits,
-// since it adds in their order. The cases include overlapping windows,
+// Every harness case of max and average pooling (whose gradients are
+// max_pool_backward and avg_pool_backward) and of reduce_sum: the element arithmetic gives the
+// reference kernels' bits, since it adds in their order. The cases include overlapping windows,
 // padding and ties.
 TEST(CudaElementMath, PoolingAndReductionsMatchTheReferenceBitwiseOnTheHost) {
   EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) {
-              return op == ir::OpKind::kMaxPool || op == ir::OpKind::kReduceSum;
+              return op == ir::OpKind::kMaxPool || op == ir::OpKind::kAvgPool ||
+                     op == ir::OpKind::kReduceSum;
             }),
-            4);
+            6);
 }
 
 // Every harness case of gelu (both forms), sigmoid, tanh, leaky_relu and

@@ -1,7 +1,7 @@
-// Max pooling, global average pooling and bilinear resizing over NHWC
+// Max, average and global average pooling and bilinear resizing over NHWC
 // activations, with their backward ops. One thread per output element (per
-// input element for the backward ops of the max pool and the resize, which
-// gather instead of scattering).
+// input element for the backward ops of the max and average pools and the
+// resize, which gather instead of scattering).
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
@@ -18,6 +18,14 @@ __global__ void MaxPoolBackward(const float* dy, const float* x, float* dx, Pool
   for (int64_t i = GridStart(); i < inputs; i += GridStride()) {
     dx[i] = MaxPoolGradientAt(dy, x, g, i);
   }
+}
+
+__global__ void AvgPool(const float* x, float* y, PoolGeometry g, int64_t outputs) {
+  for (int64_t i = GridStart(); i < outputs; i += GridStride()) y[i] = AvgPoolAt(x, g, i);
+}
+
+__global__ void AvgPoolBackward(const float* dy, float* dx, PoolGeometry g, int64_t inputs) {
+  for (int64_t i = GridStart(); i < inputs; i += GridStride()) dx[i] = AvgPoolGradientAt(dy, g, i);
 }
 
 __global__ void ResizeBilinear(const float* x, float* y, ResizeGeometry g, int64_t outputs) {
@@ -85,6 +93,22 @@ cudaError_t LaunchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t n, i
   const int64_t count = n * pixels * channels;
   if (count == 0) return cudaSuccess;
   GlobalAvgPoolBackward<<<Blocks(count), kThreads, 0, stream>>>(dy, dx, n, pixels, channels);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAvgPool(const float* x, float* y, const PoolGeometry& geometry,
+                          cudaStream_t stream) {
+  const int64_t outputs = geometry.n * geometry.out_h * geometry.out_w * geometry.c;
+  if (outputs == 0) return cudaSuccess;
+  AvgPool<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, geometry, outputs);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAvgPoolBackward(const float* dy, float* dx, const PoolGeometry& geometry,
+                                  cudaStream_t stream) {
+  const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
+  if (inputs == 0) return cudaSuccess;
+  AvgPoolBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
   return cudaGetLastError();
 }
 
