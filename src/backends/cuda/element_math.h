@@ -448,15 +448,17 @@ SPILLWAY_HOST_DEVICE inline void SoftmaxGradientLine(const SoftmaxGeometry& g, c
 // ---- Adam (AdamSettings) ----
 
 // The update's scalar factors for step t, computed in double and rounded to
-// float once, as the reference kernel computes them.
+// float once, as the reference kernel computes them. Trivially constructible
+// (no member initializers; MakeAdamFactors sets every member), since the
+// kernel keeps one in shared memory.
 struct AdamFactors {
-  float step_size = 0;              // lr / (1 - beta1^t)
-  float bias_correction2_sqrt = 0;  // sqrt(1 - beta2^t)
-  float shrink = 1;                 // 1 - lr * weight_decay (decoupled)
-  float l2 = 0;                     // weight_decay (not decoupled)
-  float beta1 = 0, beta2 = 0, one_minus_beta1 = 0, one_minus_beta2 = 0, epsilon = 0;
-  bool decay = false;
-  bool decoupled = true;
+  float step_size;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  float shrink;                 // 1 - lr * weight_decay (decoupled)
+  float l2;                     // weight_decay (not decoupled)
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, epsilon;
+  bool decay;
+  bool decoupled;
 };
 
 SPILLWAY_HOST_DEVICE inline AdamFactors MakeAdamFactors(int64_t step, const AdamSettings& s) {
