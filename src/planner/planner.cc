@@ -119,6 +119,7 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       schedule_(program::TrainingSchedule(graph, backward_order_)),
       simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
   reads_ = program::ScheduleReads::Of(graph, schedule_);
+  pins_ = program::ReadPins(graph);
   ideal_start_s_.assign(schedule_.size() + 1, 0.0);
   for (size_t step = 0; step < schedule_.size(); ++step) {
     ideal_start_s_[step + 1] = ideal_start_s_[step] + simulator_.node_seconds(schedule_[step]);
@@ -243,8 +244,11 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
       }
     }
   }
-  outcome.status = program::ApplyPins(graph_, plan);
-  if (!outcome.status.ok()) return outcome;
+  if (!pins_.ok()) {
+    outcome.status = pins_.status();
+    return outcome;
+  }
+  program::ApplyPins(*pins_, plan);
   absl::StatusOr<program::Program> program = program::Rewrite(graph_, schedule_, plan);
   if (!program.ok()) {
     outcome.status = program.status();

@@ -311,7 +311,8 @@ class PlanningContext {
   sim::Simulator simulator_;
   std::vector<autodiff::SavedTensor> saved_;
   program::ScheduleReads reads_;
-  std::vector<double> ideal_start_s_;  // one per step, and the end
+  absl::StatusOr<std::vector<program::Pin>> pins_;  // the graph's, read once
+  std::vector<double> ideal_start_s_;               // one per step, and the end
   // What examining one candidate found, before any bookkeeping: nothing
   // (rejected by a bound, when `bounded`), or the laid-out, simulated
   // Evaluation. Examine changes nothing, so candidates can be examined on

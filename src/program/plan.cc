@@ -4,6 +4,7 @@
 
 #include "fmt/format.h"
 #include "ir/op_registry.h"
+#include "support/status_macros.h"
 
 namespace spillway::program {
 
@@ -79,7 +80,8 @@ bool CanRecompute(const ir::Graph& graph, ir::ValueId value) {
   return ir::GetOpDef(producer.op).op_class != ir::OpClass::kLoss;
 }
 
-absl::Status ApplyPins(const ir::Graph& graph, Plan& plan) {
+absl::StatusOr<std::vector<Pin>> ReadPins(const ir::Graph& graph) {
+  std::vector<Pin> pins;
   for (const ir::Node& node : graph.nodes()) {
     if (!node.attrs.Has(kMemoryAttr)) continue;
     absl::StatusOr<std::string> pin = node.attrs.GetString(kMemoryAttr);
@@ -94,27 +96,39 @@ absl::Status ApplyPins(const ir::Graph& graph, Plan& plan) {
     }
     if (node.outputs.empty()) continue;
     const ir::ValueId value = node.outputs.front();
-    switch (*decision) {
+    if (*decision == Decision::kSpill && !CanSpill(graph, value)) {
+      return absl::InvalidArgumentError(
+          fmt::format("node '{}' ({}): its output cannot be spilled: only forward activations can",
+                      node.name, ir::OpName(node.op)));
+    }
+    if (*decision == Decision::kRecompute && !CanRecompute(graph, value)) {
+      return absl::InvalidArgumentError(fmt::format(
+          "node '{}' ({}): its output cannot be recomputed", node.name, ir::OpName(node.op)));
+    }
+    pins.push_back({value, *decision});
+  }
+  return pins;
+}
+
+void ApplyPins(std::span<const Pin> pins, Plan& plan) {
+  for (const Pin& pin : pins) {
+    switch (pin.decision) {
       case Decision::kKeep:
-        plan.Keep(value);
+        plan.Keep(pin.value);
         break;
       case Decision::kSpill:
-        if (!CanSpill(graph, value)) {
-          return absl::InvalidArgumentError(fmt::format(
-              "node '{}' ({}): its output cannot be spilled: only forward activations can",
-              node.name, ir::OpName(node.op)));
-        }
-        plan.Spill(value);
+        plan.Spill(pin.value);
         break;
       case Decision::kRecompute:
-        if (!CanRecompute(graph, value)) {
-          return absl::InvalidArgumentError(fmt::format(
-              "node '{}' ({}): its output cannot be recomputed", node.name, ir::OpName(node.op)));
-        }
-        plan.Recompute(value);
+        plan.Recompute(pin.value);
         break;
     }
   }
+}
+
+absl::Status ApplyPins(const ir::Graph& graph, Plan& plan) {
+  ASSIGN_OR_RETURN(const std::vector<Pin> pins, ReadPins(graph));
+  ApplyPins(pins, plan);
   return absl::OkStatus();
 }
 
