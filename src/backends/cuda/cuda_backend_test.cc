@@ -63,7 +63,7 @@ TEST(CudaBackend, SaysWhichNodesItCannotRunWithoutNeedingADevice) {
   absl::StatusOr<ir::Graph> refused = ir::ParseAndVerifyGraph(
       "graph refused {\n"
       "  input %p: f32[1,8,8,3] nhwc\n"
-      "  %y: f32[1,16,16,3] nhwc = resize_nearest(%p) {size=[16, 16]}\n"
+      "  %y: bool[64] = opaque(%p) {bytes=64}\n"
       "  param %w: f32[4,3,3,3]\n"
       "  %c: f32[1,7,7,4] nhwc = conv2d(%p, %w) {pads=[1, 1, 0, 0]}\n"
       "  output %y, %c\n"

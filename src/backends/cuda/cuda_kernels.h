@@ -269,7 +269,7 @@ cudaError_t LaunchLayerNormBackward(const float* dy, const float* x, const float
                                     int64_t features, float* dx, float* dgamma, float* dbeta,
                                     cudaStream_t stream);
 
-// ---- Bilinear resizing (pooling.cu) ----
+// ---- Resizing (pooling.cu) ----
 //
 // x [n, h, w, c] resized to y [n, out_h, out_w, c] with PyTorch's source
 // coordinates (backends/reference/resize.cc says which). The forward op is
@@ -287,6 +287,12 @@ cudaError_t LaunchResizeBilinear(const float* x, float* y, const ResizeGeometry&
                                  cudaStream_t stream);
 cudaError_t LaunchResizeBilinearBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
                                          cudaStream_t stream);
+// Nearest resizing (the input pixel floor(dst * in / out) along each axis)
+// and its gradient, gathered per input element in dy's order.
+cudaError_t LaunchResizeNearest(const float* x, float* y, const ResizeGeometry& geometry,
+                                cudaStream_t stream);
+cudaError_t LaunchResizeNearestBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
+                                        cudaStream_t stream);
 
 // ---- Pooling (pooling.cu) ----
 

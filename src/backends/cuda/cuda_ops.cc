@@ -75,6 +75,8 @@ constexpr ir::OpKind kSupported[] = {
     ir::OpKind::kConcat,
     ir::OpKind::kResizeBilinear,
     ir::OpKind::kResizeBilinearBackward,
+    ir::OpKind::kResizeNearest,
+    ir::OpKind::kResizeNearestBackward,
     ir::OpKind::kEmbedding,
     ir::OpKind::kEmbeddingBackward,
     ir::OpKind::kFill,
@@ -642,6 +644,16 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
     case ir::OpKind::kResizeBilinearBackward:
       if (y.data == nullptr) return absl::OkStatus();
       return Launched(LaunchResizeBilinearBackward(
+          In(call, 0), y.as<float>(),
+          MakeResizeGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
+    case ir::OpKind::kResizeNearest:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchResizeNearest(
+          In(call, 0), y.as<float>(),
+          MakeResizeGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape), stream));
+    case ir::OpKind::kResizeNearestBackward:
+      if (y.data == nullptr) return absl::OkStatus();
+      return Launched(LaunchResizeNearestBackward(
           In(call, 0), y.as<float>(),
           MakeResizeGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
     case ir::OpKind::kEmbedding: {

@@ -343,6 +343,40 @@ SPILLWAY_HOST_DEVICE inline float ResizeBilinearGradientAt(const float* dy, cons
   return sum;
 }
 
+// Output element `index` of the nearest resize: the input pixel
+// floor(dst * in / out) along each axis, computed in integers as the
+// reference kernel computes it.
+SPILLWAY_HOST_DEVICE inline float ResizeNearestAt(const float* x, const ResizeGeometry& g,
+                                                  int64_t index) {
+  const NhwcIndex out = UnravelNhwc(index, g.out_h, g.out_w, g.c);
+  const int64_t h = out.h * g.h / g.out_h;
+  const int64_t w = out.w * g.w / g.out_w;
+  return x[((out.n * g.h + h) * g.w + w) * g.c + out.c];
+}
+
+// The first output index along an axis that copies input index i or a later
+// one: floor(o * in / out) >= i exactly when o >= ceil(i * out / in).
+SPILLWAY_HOST_DEVICE inline int64_t FirstNearestOutput(int64_t i, int64_t in_size,
+                                                       int64_t out_size) {
+  return (i * out_size + in_size - 1) / in_size;
+}
+
+// Input element `index` of the nearest resize's gradient: the dy of every
+// output pixel that copied it, added in dy's NHWC order (the reference's).
+SPILLWAY_HOST_DEVICE inline float ResizeNearestGradientAt(const float* dy, const ResizeGeometry& g,
+                                                          int64_t index) {
+  const NhwcIndex at = UnravelNhwc(index, g.h, g.w, g.c);
+  const int64_t oh_end = FirstNearestOutput(at.h + 1, g.h, g.out_h);
+  const int64_t ow_end = FirstNearestOutput(at.w + 1, g.w, g.out_w);
+  float sum = 0.0f;
+  for (int64_t oh = FirstNearestOutput(at.h, g.h, g.out_h); oh < oh_end; ++oh) {
+    for (int64_t ow = FirstNearestOutput(at.w, g.w, g.out_w); ow < ow_end; ++ow) {
+      sum += dy[((at.n * g.out_h + oh) * g.out_w + ow) * g.c + at.c];
+    }
+  }
+  return sum;
+}
+
 // ---- Strided views (StridedView) and embeddings ----
 
 // Where element i of the view's dense tensor lies in the tensor it reads:

@@ -328,6 +328,24 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kResizeNearest: {
+        ++element_math_calls_;
+        const ResizeGeometry g =
+            MakeResizeGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ResizeNearestAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
+      case ir::OpKind::kResizeNearestBackward: {
+        ++element_math_calls_;
+        const ResizeGeometry g =
+            MakeResizeGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
+        for (int64_t i = 0; i < y.num_elements(); ++i) {
+          y.as<float>()[i] = ResizeNearestGradientAt(call.inputs[0].as<const float>(), g, i);
+        }
+        return absl::OkStatus();
+      }
       case ir::OpKind::kSliceBackward: {
         ++element_math_calls_;
         ASSIGN_OR_RETURN(const StridedView view, MakeSliceView(call.node.attrs, y.type->shape));
@@ -589,6 +607,14 @@ TEST(CudaElementMath, BilinearResizeMatchesTheReferenceBitwiseOnTheHost) {
 // and each element in the reference's order of operations give its bits.
 TEST(CudaElementMath, AdamMatchesTheReferenceBitwiseOnTheHost) {
   EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) { return op == ir::OpKind::kAdamUpdate; }), 2);
+}
+
+// Every harness case of resize_nearest (up, uneven up and down, down to 1),
+// and through them resize_nearest_backward, gathered per input element in
+// dy's order.
+TEST(CudaElementMath, NearestResizeMatchesTheReferenceBitwiseOnTheHost) {
+  EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) { return op == ir::OpKind::kResizeNearest; }),
+            3);
 }
 
 TEST(CudaElementMath, StridedViewsCheckTheirAttributes) {

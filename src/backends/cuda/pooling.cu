@@ -1,7 +1,7 @@
-// Max, average and global average pooling and bilinear resizing over NHWC
-// activations, with their backward ops. One thread per output element (per
-// input element for the backward ops of the max and average pools and the
-// resize, which gather instead of scattering).
+// Max, average and global average pooling and bilinear and nearest resizing
+// over NHWC activations, with their backward ops. One thread per output
+// element (per input element for the backward ops of the pools and the
+// resizes, which gather instead of scattering).
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/element_math.h"
 #include "backends/cuda/launch.cuh"
@@ -36,6 +36,17 @@ __global__ void ResizeBilinearBackward(const float* dy, float* dx, ResizeGeometr
                                        int64_t inputs) {
   for (int64_t i = GridStart(); i < inputs; i += GridStride()) {
     dx[i] = ResizeBilinearGradientAt(dy, g, i);
+  }
+}
+
+__global__ void ResizeNearest(const float* x, float* y, ResizeGeometry g, int64_t outputs) {
+  for (int64_t i = GridStart(); i < outputs; i += GridStride()) y[i] = ResizeNearestAt(x, g, i);
+}
+
+__global__ void ResizeNearestBackward(const float* dy, float* dx, ResizeGeometry g,
+                                      int64_t inputs) {
+  for (int64_t i = GridStart(); i < inputs; i += GridStride()) {
+    dx[i] = ResizeNearestGradientAt(dy, g, i);
   }
 }
 
@@ -125,6 +136,22 @@ cudaError_t LaunchResizeBilinearBackward(const float* dy, float* dx, const Resiz
   const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
   if (inputs == 0) return cudaSuccess;
   ResizeBilinearBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchResizeNearest(const float* x, float* y, const ResizeGeometry& geometry,
+                                cudaStream_t stream) {
+  const int64_t outputs = geometry.n * geometry.out_h * geometry.out_w * geometry.c;
+  if (outputs == 0) return cudaSuccess;
+  ResizeNearest<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, geometry, outputs);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchResizeNearestBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
+                                        cudaStream_t stream) {
+  const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
+  if (inputs == 0) return cudaSuccess;
+  ResizeNearestBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
   return cudaGetLastError();
 }
 
