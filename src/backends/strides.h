@@ -17,6 +17,16 @@
 
 namespace spillway::backends {
 
+// `axis` counted from the end when negative, checked against `rank`.
+inline absl::StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
+  const int64_t normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized >= rank) {
+    return absl::InvalidArgumentError(
+        fmt::format("axis {} is out of range for rank {}", axis, rank));
+  }
+  return normalized;
+}
+
 // Strides, in elements, of a dense row-major tensor of `shape`.
 inline std::vector<int64_t> RowMajorStrides(std::span<const int64_t> shape) {
   std::vector<int64_t> strides(shape.size());
@@ -79,11 +89,7 @@ inline absl::StatusOr<SliceWindow> ResolveSliceWindow(const ir::AttrMap& attrs,
   std::vector<int64_t> step(shape.size(), 1);
   SliceWindow window{shape, 0, {}};
   for (size_t i = 0; i < axes.size(); ++i) {
-    const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (axis < 0 || axis >= rank) {
-      return absl::InvalidArgumentError(
-          fmt::format("axis {} is out of range for rank {}", axes[i], rank));
-    }
+    ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(axes[i], rank));
     if (steps[i] < 1) {
       return absl::InvalidArgumentError(fmt::format("steps must be >= 1, got {}", steps[i]));
     }

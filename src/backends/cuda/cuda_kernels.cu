@@ -140,6 +140,26 @@ __global__ void SgdUpdate(const float* param, const float* grad, const float* bu
   }
 }
 
+// Runs launch(T{}) with T the unsigned integer of `element_bytes` bytes (1,
+// 4 or 8), which moves elements of any dtype of that size.
+template <typename Launch>
+cudaError_t ByElementSize(int element_bytes, Launch launch) {
+  switch (element_bytes) {
+    case 1:
+      launch(uint8_t{});
+      break;
+    case 4:
+      launch(uint32_t{});
+      break;
+    case 8:
+      launch(uint64_t{});
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t LaunchRelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
@@ -173,45 +193,21 @@ cudaError_t LaunchActivationGradient(const ActivationParams& params, const float
 cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const StridedView& view,
                          int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  switch (element_bytes) {
-    case 1:
-      Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x),
-                                                 static_cast<uint8_t*>(y), view, n);
-      break;
-    case 4:
-      Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
-                                                 static_cast<uint32_t*>(y), view, n);
-      break;
-    case 8:
-      Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x),
-                                                 static_cast<uint64_t*>(y), view, n);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return ByElementSize(element_bytes, [&](auto element) {
+    using T = decltype(element);
+    Gather<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), view,
+                                               n);
+  });
 }
 
 cudaError_t LaunchPlace(const void* x, void* y, int element_bytes, const StridedView& view,
                         int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  switch (element_bytes) {
-    case 1:
-      Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x),
-                                                static_cast<uint8_t*>(y), view, n);
-      break;
-    case 4:
-      Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
-                                                static_cast<uint32_t*>(y), view, n);
-      break;
-    case 8:
-      Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const uint64_t*>(x),
-                                                static_cast<uint64_t*>(y), view, n);
-      break;
-    default:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return ByElementSize(element_bytes, [&](auto element) {
+    using T = decltype(element);
+    Place<<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), view,
+                                              n);
+  });
 }
 
 cudaError_t LaunchBroadcastBinary(BinaryOp op, const float* a, const StridedView& a_view,

@@ -213,11 +213,7 @@ absl::StatusOr<SoftmaxGeometry> MakeSoftmaxGeometry(const ir::Node& node, const 
   }
   const auto rank = static_cast<int64_t>(x.size());
   ASSIGN_OR_RETURN(const int64_t given, node.attrs.GetInt("axis", -1));
-  const int64_t axis = given < 0 ? given + rank : given;
-  if (axis < 0 || axis >= rank) {
-    return absl::InvalidArgumentError(
-        fmt::format("softmax axis {} is outside a rank-{} tensor", given, rank));
-  }
+  ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxis(given, rank));
   for (int64_t d = 0; d < rank; ++d) {
     const int64_t extent = x[static_cast<size_t>(d)];
     if (d < axis) g.outer *= extent;
@@ -284,19 +280,13 @@ absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Sh
 
 absl::StatusOr<int64_t> ConcatAxis(const ir::AttrMap& attrs, const ir::Shape& y) {
   ASSIGN_OR_RETURN(const int64_t given, attrs.GetInt("axis"));
-  const auto rank = static_cast<int64_t>(y.size());
-  const int64_t axis = given < 0 ? given + rank : given;
-  if (axis < 0 || axis >= rank) {
-    return absl::InvalidArgumentError(
-        fmt::format("concat axis {} is outside a rank-{} tensor", given, rank));
-  }
-  return axis;
+  return NormalizeAxis(given, static_cast<int64_t>(y.size()));
 }
 
 absl::StatusOr<StridedView> MakeConcatView(int64_t axis, const ir::Shape& x, const ir::Shape& y,
                                            int64_t offset) {
   if (x.size() != y.size() || axis < 0 || axis >= static_cast<int64_t>(y.size())) {
-    return absl::InvalidArgumentError(fmt::format("concat input {} has not the rank of {}",
+    return absl::InvalidArgumentError(fmt::format("concat input {} does not fit the output {}",
                                                   ir::ShapeToString(x), ir::ShapeToString(y)));
   }
   const std::vector<int64_t> strides = RowMajorStrides(y);
@@ -637,25 +627,23 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
       return absl::OkStatus();
     }
     case ir::OpKind::kResizeBilinear:
+    case ir::OpKind::kResizeNearest: {
       if (y.data == nullptr) return absl::OkStatus();
-      return Launched(LaunchResizeBilinear(
-          In(call, 0), y.as<float>(),
-          MakeResizeGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape), stream));
+      const ResizeGeometry g =
+          MakeResizeGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape);
+      return Launched(node.op == ir::OpKind::kResizeBilinear
+                          ? LaunchResizeBilinear(In(call, 0), y.as<float>(), g, stream)
+                          : LaunchResizeNearest(In(call, 0), y.as<float>(), g, stream));
+    }
     case ir::OpKind::kResizeBilinearBackward:
+    case ir::OpKind::kResizeNearestBackward: {
       if (y.data == nullptr) return absl::OkStatus();
-      return Launched(LaunchResizeBilinearBackward(
-          In(call, 0), y.as<float>(),
-          MakeResizeGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
-    case ir::OpKind::kResizeNearest:
-      if (y.data == nullptr) return absl::OkStatus();
-      return Launched(LaunchResizeNearest(
-          In(call, 0), y.as<float>(),
-          MakeResizeGeometry(node.attrs, call.inputs[0].type->shape, y.type->shape), stream));
-    case ir::OpKind::kResizeNearestBackward:
-      if (y.data == nullptr) return absl::OkStatus();
-      return Launched(LaunchResizeNearestBackward(
-          In(call, 0), y.as<float>(),
-          MakeResizeGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape), stream));
+      const ResizeGeometry g =
+          MakeResizeGeometry(node.attrs, y.type->shape, call.inputs[0].type->shape);
+      return Launched(node.op == ir::OpKind::kResizeBilinearBackward
+                          ? LaunchResizeBilinearBackward(In(call, 0), y.as<float>(), g, stream)
+                          : LaunchResizeNearestBackward(In(call, 0), y.as<float>(), g, stream));
+    }
     case ir::OpKind::kEmbedding: {
       if (y.data == nullptr) return absl::OkStatus();
       const TensorRef& indices = call.inputs[1];

@@ -310,39 +310,28 @@ class ElementMathBackend final : public testing::ForwardingBackend {
         }
         return absl::OkStatus();
       }
-      case ir::OpKind::kResizeBilinear: {
-        ++element_math_calls_;
-        const ResizeGeometry g =
-            MakeResizeGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
-        for (int64_t i = 0; i < y.num_elements(); ++i) {
-          y.as<float>()[i] = ResizeBilinearAt(call.inputs[0].as<const float>(), g, i);
-        }
-        return absl::OkStatus();
-      }
-      case ir::OpKind::kResizeBilinearBackward: {
-        ++element_math_calls_;
-        const ResizeGeometry g =
-            MakeResizeGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
-        for (int64_t i = 0; i < y.num_elements(); ++i) {
-          y.as<float>()[i] = ResizeBilinearGradientAt(call.inputs[0].as<const float>(), g, i);
-        }
-        return absl::OkStatus();
-      }
+      case ir::OpKind::kResizeBilinear:
       case ir::OpKind::kResizeNearest: {
         ++element_math_calls_;
         const ResizeGeometry g =
             MakeResizeGeometry(call.node.attrs, call.inputs[0].type->shape, y.type->shape);
+        const auto at =
+            call.node.op == ir::OpKind::kResizeBilinear ? ResizeBilinearAt : ResizeNearestAt;
         for (int64_t i = 0; i < y.num_elements(); ++i) {
-          y.as<float>()[i] = ResizeNearestAt(call.inputs[0].as<const float>(), g, i);
+          y.as<float>()[i] = at(call.inputs[0].as<const float>(), g, i);
         }
         return absl::OkStatus();
       }
+      case ir::OpKind::kResizeBilinearBackward:
       case ir::OpKind::kResizeNearestBackward: {
         ++element_math_calls_;
         const ResizeGeometry g =
             MakeResizeGeometry(call.node.attrs, y.type->shape, call.inputs[0].type->shape);
+        const auto at = call.node.op == ir::OpKind::kResizeBilinearBackward
+                            ? ResizeBilinearGradientAt
+                            : ResizeNearestGradientAt;
         for (int64_t i = 0; i < y.num_elements(); ++i) {
-          y.as<float>()[i] = ResizeNearestGradientAt(call.inputs[0].as<const float>(), g, i);
+          y.as<float>()[i] = at(call.inputs[0].as<const float>(), g, i);
         }
         return absl::OkStatus();
       }

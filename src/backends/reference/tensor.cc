@@ -18,12 +18,9 @@ namespace {
 
 // `axis` counted from the end when negative, checked against `rank`.
 absl::StatusOr<size_t> NormalizeAxis(const KernelCall& call, int64_t axis, size_t rank) {
-  const int64_t signed_rank = static_cast<int64_t>(rank);
-  const int64_t normalized = axis < 0 ? axis + signed_rank : axis;
-  if (normalized < 0 || normalized >= signed_rank) {
-    return KernelError(call, fmt::format("axis {} is out of range for rank {}", axis, rank));
-  }
-  return static_cast<size_t>(normalized);
+  absl::StatusOr<int64_t> normalized = backends::NormalizeAxis(axis, static_cast<int64_t>(rank));
+  if (!normalized.ok()) return KernelError(call, std::string(normalized.status().message()));
+  return static_cast<size_t>(*normalized);
 }
 
 absl::Status ExpectOutputShape(const KernelCall& call, const ir::Shape& shape) {
