@@ -263,7 +263,12 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   const sim::SimulationResult unplaced = simulator_.Timeline(*program);
   if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
   const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, tensor_budget_bytes());
-  program::LayOutArena(*program, tensor_budget_bytes(), releases);
+  // A bounded search rejects a candidate whose arena neither fits nor is the
+  // smallest yet, so the layout may give up past both.
+  const int64_t useless_above = bounded
+                                    ? std::max(options_.budget_bytes, smallest_arena_bytes_.load())
+                                    : std::numeric_limits<int64_t>::max();
+  program::LayOutArena(*program, tensor_budget_bytes(), releases, useless_above);
   Evaluation evaluation{std::move(plan), *std::move(program), {}, backward_order_};
   evaluation.simulation = simulator_.Run(evaluation.program);
   outcome.evaluation = std::move(evaluation);
@@ -283,7 +288,10 @@ absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcom
 
 void PlanningContext::Remember(const Evaluation& evaluation) {
   ++laid_out_;
-  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) smallest_ = evaluation;
+  if (!smallest_ || evaluation.arena_bytes() < smallest_->arena_bytes()) {
+    smallest_ = evaluation;
+    smallest_arena_bytes_ = evaluation.arena_bytes();
+  }
 }
 
 void PlanningContext::Absorb(const PlanningContext& other) {
@@ -292,6 +300,7 @@ void PlanningContext::Absorb(const PlanningContext& other) {
   if (other.smallest_ &&
       (!smallest_ || other.smallest_->arena_bytes() < smallest_->arena_bytes())) {
     smallest_ = other.smallest_;
+    smallest_arena_bytes_ = smallest_->arena_bytes();
   }
 }
 

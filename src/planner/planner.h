@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -281,6 +282,7 @@ class PlanningContext {
   // starts the clock of the wall-clock safety net.
   void StartRun() {
     smallest_.reset();
+    smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
     run_start_ = std::chrono::steady_clock::now();
   }
   // Whether the policy has run longer than PlannerOptions::time_limit_s (the
@@ -329,6 +331,10 @@ class PlanningContext {
   int evaluations_ = 0;
   int laid_out_ = 0;
   std::optional<Evaluation> smallest_;
+  // Its arena, for Examine on FirstBetter's workers (INT64_MAX when none):
+  // Record lowers it as they run, so a worker may read a larger value, which
+  // only makes its layout give up later.
+  std::atomic<int64_t> smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
   std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();
   std::unique_ptr<WorkerPool> pool_;  // FirstBetter's threads, made on its first use
 };

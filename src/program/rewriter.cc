@@ -637,7 +637,8 @@ absl::StatusOr<Program> BuildProgram(const ir::Graph& graph,
   return program;
 }
 
-void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before) {
+void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> release_before,
+                 int64_t useless_above) {
   auto lay_out = [&](bool largest_first, std::span<const int> releases,
                      int64_t give_up_above = std::numeric_limits<int64_t>::max()) {
     if (largest_first) {
@@ -665,9 +666,17 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
     HeapLayout later = lay_out(/*largest_first=*/true, release_before, enough_bytes);
     if (later.arena_bytes <= enough_bytes) return ApplyLayout(program, later);
   }
-  // Nothing with the releases fits: the smaller arena without them.
-  HeapLayout global = lay_out(/*largest_first=*/true, {});
-  ApplyLayout(program, global.arena_bytes < online.arena_bytes ? global : online);
+  // Nothing with the releases fits: the smaller arena without them. A
+  // largest-first arena past `useless_above` by more than the alignment
+  // cannot end as a Program arena at or below it (that rounds down by less),
+  // so giving up there leaves the choice exact or both arenas useless.
+  const int64_t give_up_above =
+      useless_above > std::numeric_limits<int64_t>::max() - kArenaAlignment
+          ? std::numeric_limits<int64_t>::max()
+          : useless_above + kArenaAlignment;
+  HeapLayout global = lay_out(/*largest_first=*/true, {}, give_up_above);
+  ApplyLayout(program,
+              global.complete && global.arena_bytes < online.arena_bytes ? global : online);
 }
 
 namespace {

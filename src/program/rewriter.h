@@ -18,6 +18,7 @@
 #pragma once
 
 #include <climits>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -64,8 +65,16 @@ void ApplyLayout(Program& program, const HeapLayout& layout);
 // where that is smaller. With `release_before` it lays out first with those
 // later releases (by online best fit where that fits without them, else
 // largest-first) and keeps them if their arena is at most `enough_bytes`.
+//
+// A caller that has no use for an arena past `useless_above` (a planner
+// rejects a candidate that neither fits nor is the smallest it has seen) lets
+// the largest-first layout without releases give up once its arena passes
+// `useless_above` plus one alignment; the Program then keeps the online best
+// fit. Either way its arena is the same as with no limit or is itself past
+// `useless_above`, so such a caller decides exactly as it would without one.
 void LayOutArena(Program& program, int64_t enough_bytes = 0,
-                 std::span<const int> release_before = {});
+                 std::span<const int> release_before = {},
+                 int64_t useless_above = std::numeric_limits<int64_t>::max());
 
 // The most device bytes allocated at once, in program order: no layout's
 // arena is smaller.

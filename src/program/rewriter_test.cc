@@ -114,6 +114,51 @@ TEST(Rewriter, AReleasePutOffKeepsItsBytesFromTheBuffersAllocatedBeforeIt) {
   EXPECT_EQ(too_small.arena_bytes, 3 * kKiB);
 }
 
+// A limit past which the caller has no use for the arena changes nothing a
+// caller can see: the Program's arena is the one it gets without the limit,
+// or both are past the limit. Swept over plans (everything kept, every other
+// saved tensor spilled, all recomputed), the budgets that send the layout
+// down each of its paths, and limits around the arenas it reaches.
+TEST(Rewriter, AnArenaPastAUselessLimitIsTheSameOrUselessToo) {
+  const autodiff::TrainingGraph training = TrainingModel("resnet18", 32);
+  const ir::Graph& graph = training.graph;
+  const std::vector<autodiff::SavedTensor> saved = autodiff::SavedTensors(graph);
+  std::vector<Plan> plans(3, Plan("sweep", graph));
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (i % 2 == 0 && CanSpill(graph, saved[i].value)) plans[1].Spill(saved[i].value);
+    if (CanRecompute(graph, saved[i].value)) plans[2].Recompute(saved[i].value);
+  }
+  int gave_up = 0;
+  for (const Plan& plan : plans) {
+    absl::StatusOr<Program> rewritten = Rewrite(graph, TrainingSchedule(graph), plan);
+    ASSERT_TRUE(rewritten.ok()) << StatusMessage(rewritten.status());
+    const int64_t peak = LiveBytesPeak(*rewritten);
+    for (const double enough : {0.0, 0.9, 1.0, 1.1}) {
+      const auto enough_bytes = static_cast<int64_t>(enough * static_cast<double>(peak));
+      Program unlimited = *rewritten;
+      LayOutArena(unlimited, enough_bytes);
+      for (const double useless : {0.0, 0.5, 0.99, 1.0, 1.01, 2.0}) {
+        const auto useless_above =
+            static_cast<int64_t>(useless * static_cast<double>(unlimited.arena_bytes));
+        SCOPED_TRACE(::testing::Message()
+                     << plan.Count(Decision::kSpill) << " spilled, " << enough_bytes << " enough, "
+                     << useless_above << " useless above");
+        Program limited = *rewritten;
+        LayOutArena(limited, enough_bytes, {}, useless_above);
+        if (limited.arena_bytes != unlimited.arena_bytes) {
+          ++gave_up;
+          EXPECT_GT(limited.arena_bytes, useless_above);
+          EXPECT_GT(unlimited.arena_bytes, useless_above);
+        }
+        const absl::Status verified = VerifyProgram(limited);
+        EXPECT_TRUE(verified.ok()) << StatusMessage(verified);
+      }
+    }
+  }
+  // The limit did cut some layouts short (the sweep reaches that path).
+  EXPECT_GT(gave_up, 0);
+}
+
 TEST(RewriterDeathTest, ALayoutItsAlgorithmGaveUpOnIsNeverApplied) {
   const ir::Graph graph = ParseOrDie(ChainText("spill"));
   absl::StatusOr<Program> rewritten = Rewrite(graph, TrainingSchedule(graph), PinnedPlan(graph));
