@@ -26,6 +26,15 @@ int64_t OwnKernelScratchBytes(ir::OpKind op, std::span<const ir::TensorType* con
   }
 }
 
+int64_t PaddedCopyBytes(const ir::Node& convolution, const ir::TensorType& x) {
+  const ir::IntList pads = *convolution.attrs.GetInts("pads", {0, 0, 0, 0});
+  if (pads.size() != 4 || x.shape.size() != 4) return 0;
+  if (pads[0] == pads[2] && pads[1] == pads[3]) return 0;
+  const ir::Shape& s = x.shape;  // NHWC
+  return s[0] * (s[1] + pads[0] + pads[2]) * (s[2] + pads[1] + pads[3]) * s[3] *
+         ir::DTypeSize(x.dtype);
+}
+
 int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {
   if (limit <= 0) return 0;
   const auto type = [&](ir::ValueId id) -> const ir::TensorType& { return graph.value(id).type; };
@@ -36,7 +45,12 @@ int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int
       int64_t largest = 0;
       for (ir::ValueId id : node.inputs) largest = std::max(largest, type(id).bytes());
       for (ir::ValueId id : node.outputs) largest = std::max(largest, type(id).bytes());
-      return std::min(limit, largest);
+      const ir::TensorType& x = node.op == ir::OpKind::kConv2d               ? type(node.inputs[0])
+                                : node.op == ir::OpKind::kConv2dBackwardData ? type(node.outputs[0])
+                                                                             : type(node.inputs[1]);
+      const int64_t copy = PaddedCopyBytes(node, x);
+      const int64_t algorithm = std::min(limit, largest);
+      return copy > 0 ? PaddedCopyOffset(algorithm) + copy : algorithm;
     }
     default: {
       std::vector<const ir::TensorType*> inputs;

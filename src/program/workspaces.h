@@ -11,8 +11,12 @@
 // A convolution declares at most `limit` bytes (the hardware profile's
 // workspace_limit_bytes) and no more than its largest operand: cuDNN then
 // chooses its algorithm among those that fit the region, so the declaration
-// is a cap the backend keeps, not a measurement. The CUDA backend's own
-// kernels declare exactly what they use (program/workspace_sizes.h).
+// is a cap the backend keeps, not a measurement. A convolution whose padding
+// differs between the two sides of an axis (U-Net's, after an odd-sized
+// upsampling) declares on top of that a copy of its input with the padding
+// written out as zeros, since cuDNN pads both sides alike (PaddedCopyBytes).
+// The CUDA backend's own kernels declare exactly what they use
+// (program/workspace_sizes.h).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,17 @@ namespace spillway::program {
 // (program/workspace_sizes.h); 0 for any other op. The planner declares it
 // (below) and the CUDA backend carves it out of the workspace, both from here.
 int64_t OwnKernelScratchBytes(ir::OpKind op, std::span<const ir::TensorType* const> inputs);
+
+// Where a convolution's padding differs between the two sides of an axis,
+// the bytes of its activation input `x` (the forward's input, whichever way
+// the node computes) with that padding added as zeros; 0 where it pads both
+// sides alike. The copy sits in the workspace after the algorithm's part,
+// which is rounded up to PaddedCopyAlignment.
+int64_t PaddedCopyBytes(const ir::Node& convolution, const ir::TensorType& x);
+inline constexpr int64_t kPaddedCopyAlignment = 256;
+constexpr int64_t PaddedCopyOffset(int64_t algorithm_bytes) {
+  return (algorithm_bytes + kPaddedCopyAlignment - 1) / kPaddedCopyAlignment * kPaddedCopyAlignment;
+}
 
 // The workspace `node` declares on a device whose kernels may use up to
 // `limit` bytes; 0 where `limit` is 0 (the device keeps its kernels' scratch

@@ -65,6 +65,36 @@ TEST(Workspaces, EachNodeDeclaresFromItsShapesAlone) {
   EXPECT_EQ(WorkspaceRegionBytes(graph, 0), 0);
 }
 
+// A convolution padded unlike on two sides runs on a padded copy of x (cuDNN
+// pads both sides alike): it declares the copy on top of the algorithm's
+// cap, after it rounded up to the copy's alignment, whichever way it
+// computes; a symmetric one declares none, and a device without a workspace
+// nothing at all.
+TEST(Workspaces, AConvolutionPaddedUnevenlyDeclaresAPaddedCopyOfX) {
+  const ir::Graph graph = Parse(
+      "graph g {\n"
+      "  input %x: f32[2,5,5,3] nhwc\n"
+      "  param %w: f32[4,2,2,3]\n"
+      "  %y: f32[2,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
+      "  %s: f32[2,4,4,4] nhwc = conv2d(%x, %w) {pads=[0,0,0,0]}\n"
+      "  %dx: f32[2,5,5,3] nhwc = conv2d_backward_data(%y, %w) "
+      "{pads=[0,0,1,1], input_shape=[2,5,5,3]}\n"
+      "  %dw: f32[4,2,2,3] = conv2d_backward_weight(%y, %x) {kernel=[2,2], pads=[0,0,1,1]}\n"
+      "  output %dx, %dw, %s\n"
+      "}\n");
+  const int64_t copy = 2 * 6 * 6 * 3 * 4;     // x with a row and a column more
+  const int64_t largest = 2 * 5 * 5 * 4 * 4;  // y
+  EXPECT_EQ(PaddedCopyBytes(NodeNamed(graph, "y"), graph.value(*graph.FindValue("x")).type), copy);
+  for (const char* name : {"y", "dx", "dw"}) {
+    EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, name), 64 * kMiB),
+              PaddedCopyOffset(largest) + copy)
+        << name;
+    EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, name), 100), 256 + copy) << name;
+    EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, name), 0), 0) << name;
+  }
+  EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, "s"), 64 * kMiB), 2 * 5 * 5 * 3 * 4);
+}
+
 // The loss's scratch is a few kilobytes however many rows it averages: a
 // sum and a count per chunk of rows, at most kLossMaxChunks chunks that
 // cover every row.

@@ -3,16 +3,19 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstddef>
 #include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/cuda_status.h"
 #include "fmt/format.h"
 #include "ir/attributes.h"
 #include "ir/op_kind.h"
+#include "program/workspaces.h"
 #include "support/status_macros.h"
 
 // cuDNN 9 marks its descriptor-based convolution API deprecated in favour of
@@ -80,7 +83,23 @@ int FirstAcceptable(const std::array<Perf, kCount>& ranked, int returned,
   return -1;
 }
 
+// x's type, the forward's input, whichever way the node computes.
+const ir::TensorType& ActivationInput(const KernelCall& call) {
+  switch (call.node.op) {
+    case ir::OpKind::kConv2dBackwardData:
+      return *call.outputs[0].type;
+    case ir::OpKind::kConv2dBackwardWeight:
+      return *call.inputs[1].type;
+    default:
+      return *call.inputs[0].type;
+  }
+}
+
 }  // namespace
+
+int64_t PaddedCopyBytes(const KernelCall& call) {
+  return program::PaddedCopyBytes(call.node, ActivationInput(call));
+}
 
 struct CudnnConvolution::Descriptors {
   Direction direction = Direction::kForward;
@@ -92,6 +111,14 @@ struct CudnnConvolution::Descriptors {
   FilterDescriptor filter;
   ConvolutionDescriptor convolution;
   int algorithm = 0;
+  int64_t algorithm_bytes = 0;  // the algorithm's workspace
+  // With padding cuDNN cannot describe, `x` is the padded copy's shape (and
+  // cuDNN pads nothing); `window` is where a slice of the real x lies in the
+  // copy, which starts `copy_offset` bytes into the workspace.
+  int64_t x_image = 0;  // elements of one image of the real x
+  bool padded = false;
+  StridedView window;
+  int64_t copy_offset = 0;
 };
 
 CudnnConvolution::CudnnConvolution() : descriptors_(std::make_unique<Descriptors>()) {}
@@ -137,10 +164,17 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
   const ir::IntList pads = *attrs.GetInts("pads", {0, 0, 0, 0});
   const ir::IntList dilations = *attrs.GetInts("dilations", {1, 1});
   const int64_t groups = *attrs.GetInt("groups", 1);
-  if (pads[0] != pads[2] || pads[1] != pads[3]) {
-    return absl::UnimplementedError(
-        fmt::format("cuDNN pads both sides alike; pads [{}, {}, {}, {}] are not", pads[0], pads[1],
-                    pads[2], pads[3]));
+  if (pads.size() != 4)
+    return absl::InvalidArgumentError("pads must be [top, left, bottom, right]");
+  // cuDNN's padding, the same on both sides; otherwise none, on a padded copy.
+  d.padded = pads[0] != pads[2] || pads[1] != pads[3];
+  const Nhwc unpadded = d.x;
+  d.x_image = unpadded.image();
+  std::array<int64_t, 2> cudnn_pads = {pads[0], pads[1]};
+  if (d.padded) {
+    d.x.h += pads[0] + pads[2];
+    d.x.w += pads[1] + pads[3];
+    cudnn_pads = {0, 0};
   }
   d.slice = SliceOfBatch(d.x, d.y);
   if (d.slice == 0) {
@@ -178,9 +212,9 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
                                             Int(w[0]), Int(w[3]), Int(w[1]), Int(w[2])),
                  "describing w"));
   RETURN_IF_ERROR(CheckCudnn(
-      cudnnSetConvolution2dDescriptor(raw_convolution, Int(pads[0]), Int(pads[1]), Int(strides[0]),
-                                      Int(strides[1]), Int(dilations[0]), Int(dilations[1]),
-                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+      cudnnSetConvolution2dDescriptor(raw_convolution, Int(cudnn_pads[0]), Int(cudnn_pads[1]),
+                                      Int(strides[0]), Int(strides[1]), Int(dilations[0]),
+                                      Int(dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
       "describing the convolution"));
   RETURN_IF_ERROR(CheckCudnn(cudnnSetConvolutionGroupCount(raw_convolution, Int(groups)),
                              "setting the group count"));
@@ -230,37 +264,61 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
         settings.deterministic ? "deterministic " : "", settings.workspace_limit, returned));
   }
   d.algorithm = chosen;
-  convolution->workspace_bytes_ = static_cast<int64_t>(workspace);
+  d.algorithm_bytes = static_cast<int64_t>(workspace);
+  convolution->workspace_bytes_ = d.algorithm_bytes;
+  if (d.padded) {
+    ASSIGN_OR_RETURN(d.window,
+                     MakePaddedWindowView({d.slice, unpadded.h, unpadded.w, unpadded.c}, pads));
+    d.copy_offset = program::PaddedCopyOffset(d.algorithm_bytes);
+    convolution->workspace_bytes_ = d.copy_offset + PaddedCopyBytes(call);
+  }
   static constexpr std::array<std::string_view, 3> kDirections = {"forward", "backward data",
                                                                   "backward filter"};
   convolution->description_ =
-      fmt::format("{}: algorithm {}, {} of workspace, {} image(s) per call",
-                  kDirections[static_cast<size_t>(d.direction)], chosen, workspace, d.slice);
+      fmt::format("{}: algorithm {}, {} of workspace, {} image(s) per call{}",
+                  kDirections[static_cast<size_t>(d.direction)], chosen, workspace, d.slice,
+                  d.padded ? ", on a padded copy of x" : "");
   return convolution;
 }
 
 absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
                                    void* workspace) const {
   const Descriptors& d = *descriptors_;
-  const size_t workspace_size = static_cast<size_t>(workspace_bytes_);
+  const size_t workspace_size = static_cast<size_t>(d.algorithm_bytes);
   const int64_t slices = d.x.n / d.slice;
-  const int64_t x_step = d.slice * d.x.image();  // elements per slice
+  // Elements per slice of the real x (not of a padded copy) and of y.
+  const int64_t x_step = d.slice * d.x_image;
   const int64_t y_step = d.slice * d.y.image();
   const float one = 1.0f;
   const float zero = 0.0f;
   const bool accumulates = d.direction == Direction::kBackwardData && call.inputs.size() == 3;
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(CheckCudnn(cudnnGetStream(handle, &stream), "the convolution's stream"));
   if (accumulates && call.inputs[2].data != call.outputs[0].data) {
-    cudaStream_t stream = nullptr;
-    RETURN_IF_ERROR(CheckCudnn(cudnnGetStream(handle, &stream), "the convolution's stream"));
     RETURN_IF_ERROR(CheckCuda(cudaMemcpyAsync(call.outputs[0].data, call.inputs[2].data,
                                               static_cast<size_t>(call.outputs[0].type->bytes()),
                                               cudaMemcpyDeviceToDevice, stream),
                               "copying the accumulator"));
   }
+  // The padded copy of a slice of x: zeros, with the slice in its window.
+  float* const copy =
+      d.padded ? reinterpret_cast<float*>(static_cast<std::byte*>(workspace) + d.copy_offset)
+               : nullptr;
+  const int64_t copy_bytes = d.slice * d.x.image() * static_cast<int64_t>(sizeof(float));
+  auto pad_into_copy = [&](const float* slice) -> absl::Status {
+    RETURN_IF_ERROR(CheckCuda(cudaMemsetAsync(copy, 0, static_cast<size_t>(copy_bytes), stream),
+                              "zeroing the padded copy"));
+    return CheckCuda(LaunchPlace(slice, copy, sizeof(float), d.window, x_step, stream),
+                     "padding x");
+  };
   for (int64_t k = 0; k < slices; ++k) {
     switch (d.direction) {
       case Direction::kForward: {
         const float* x = call.inputs[0].as<const float>() + k * x_step;
+        if (d.padded) {
+          RETURN_IF_ERROR(pad_into_copy(x));
+          x = copy;
+        }
         float* y = call.outputs[0].as<float>() + k * y_step;
         RETURN_IF_ERROR(CheckCudnn(
             cudnnConvolutionForward(handle, &one, d.x_descriptor.get(), x, d.filter.get(),
@@ -274,18 +332,29 @@ absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
         const float* dy = call.inputs[0].as<const float>() + k * y_step;
         float* dx = call.outputs[0].as<float>() + k * x_step;
         // With acc, dx holds it (copied in above, or its own buffer) and
-        // cuDNN adds the product to it.
+        // cuDNN adds the product to it; through a padded copy, the copy
+        // holds it, and its window is dx.
+        if (d.padded && accumulates) RETURN_IF_ERROR(pad_into_copy(dx));
         RETURN_IF_ERROR(CheckCudnn(
-            cudnnConvolutionBackwardData(
-                handle, &one, d.filter.get(), call.inputs[1].data, d.y_descriptor.get(), dy,
-                d.convolution.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algorithm),
-                workspace, workspace_size, accumulates ? &one : &zero, d.x_descriptor.get(), dx),
+            cudnnConvolutionBackwardData(handle, &one, d.filter.get(), call.inputs[1].data,
+                                         d.y_descriptor.get(), dy, d.convolution.get(),
+                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algorithm),
+                                         workspace, workspace_size, accumulates ? &one : &zero,
+                                         d.x_descriptor.get(), d.padded ? copy : dx),
             "the input gradient"));
+        if (d.padded) {
+          RETURN_IF_ERROR(CheckCuda(LaunchGather(copy, dx, sizeof(float), d.window, x_step, stream),
+                                    "cropping the input gradient"));
+        }
         break;
       }
       case Direction::kBackwardFilter: {
         const float* dy = call.inputs[0].as<const float>() + k * y_step;
         const float* x = call.inputs[1].as<const float>() + k * x_step;
+        if (d.padded) {
+          RETURN_IF_ERROR(pad_into_copy(x));
+          x = copy;
+        }
         // The first slice writes the gradient, each later one adds to it.
         const float* beta = k == 0 ? &zero : &one;
         RETURN_IF_ERROR(CheckCudnn(
@@ -300,8 +369,6 @@ absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
   }
   if (d.direction == Direction::kForward && call.inputs.size() == 3) {
     const TensorRef& y = call.outputs[0];
-    cudaStream_t stream = nullptr;
-    RETURN_IF_ERROR(CheckCudnn(cudnnGetStream(handle, &stream), "the convolution's stream"));
     RETURN_IF_ERROR(CheckCuda(LaunchAddBias(y.as<float>(), call.inputs[2].as<const float>(),
                                             y.num_elements(), d.y.c, stream),
                               "adding the bias"));

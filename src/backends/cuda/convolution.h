@@ -13,6 +13,13 @@
 // images Spillway exists for) is convolved in slices of the batch, the
 // largest that divide it and fit, the filter gradient accumulated over the
 // slices in order.
+//
+// cuDNN pads both sides of an axis alike. A convolution padded otherwise
+// (U-Net's after an odd-sized upsampling) runs on a copy of x with its
+// padding written out as zeros, in the workspace after the algorithm's part
+// (program/workspaces.h declares it): the forward and the filter gradient
+// read x through the copy; the input gradient is computed into the copy (with
+// the accumulator placed in it first) and its window copied out to dx.
 #pragma once
 
 #include <cudnn.h>
@@ -35,18 +42,24 @@ struct ConvolutionSettings {
   bool deterministic = true;
 };
 
+// The bytes of the padded copy of x the convolution of `call` runs on; 0
+// where its padding is the same on both sides of each axis.
+int64_t PaddedCopyBytes(const KernelCall& call);
+
 class CudnnConvolution {
  public:
   // For the convolution node of `call` (only the types are read). Fails with
-  // Unimplemented where cuDNN cannot run it (asymmetric padding, an image too
-  // large for one slice, no algorithm within the settings).
+  // Unimplemented where cuDNN cannot run it (an image too large for one
+  // slice, no algorithm within the settings' limit, which is for the
+  // algorithm alone: a padded copy comes on top).
   static absl::StatusOr<std::unique_ptr<CudnnConvolution>> Create(
       cudnnHandle_t handle, const KernelCall& call, const ConvolutionSettings& settings);
   ~CudnnConvolution();
   CudnnConvolution(const CudnnConvolution&) = delete;
   CudnnConvolution& operator=(const CudnnConvolution&) = delete;
 
-  // The workspace the chosen algorithm needs, in bytes.
+  // The workspace the chosen algorithm needs, in bytes, with the padded
+  // copy of x after it where there is one.
   int64_t workspace_bytes() const { return workspace_bytes_; }
   // "backward filter: algo 1 (deterministic), 2 slices of the batch", for reports.
   const std::string& description() const { return description_; }

@@ -278,6 +278,18 @@ absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Sh
   return MakeStridedView(window.shape, window.strides, window.base);
 }
 
+absl::StatusOr<StridedView> MakePaddedWindowView(const ir::Shape& x,
+                                                 std::span<const int64_t> pads) {
+  if (x.size() != 4 || pads.size() != 4) {
+    return absl::InvalidArgumentError(
+        fmt::format("padding {} needs an NHWC tensor and four pads", ir::ShapeToString(x)));
+  }
+  const std::array<int64_t, 4> padded = {x[0], x[1] + pads[0] + pads[2], x[2] + pads[1] + pads[3],
+                                         x[3]};
+  const std::vector<int64_t> strides = RowMajorStrides(padded);
+  return MakeStridedView(x, strides, pads[0] * strides[1] + pads[1] * strides[2]);
+}
+
 absl::StatusOr<int64_t> ConcatAxis(const ir::AttrMap& attrs, const ir::Shape& y) {
   ASSIGN_OR_RETURN(const int64_t given, attrs.GetInt("axis"));
   return NormalizeAxis(given, static_cast<int64_t>(y.size()));
@@ -388,10 +400,17 @@ CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
   return settings;
 }
 
-// The most workspace a convolution of `call` may use: the backend's limit,
-// and no more than the Program's workspace where the Program gives one.
+// The most workspace a convolution algorithm for `call` may use: the
+// backend's limit, and no more than the Program's workspace leaves beside
+// the padded copy of x (if the padding needs one) where the Program gives one.
 int64_t ConvolutionLimit(const KernelCall& call, int64_t backend_limit) {
-  return call.workspace != nullptr ? std::min(backend_limit, call.workspace_bytes) : backend_limit;
+  if (call.workspace == nullptr) return backend_limit;
+  const int64_t copy = PaddedCopyBytes(call);
+  if (copy == 0) return std::min(backend_limit, call.workspace_bytes);
+  // PaddedCopyOffset(algorithm) + copy must fit: whole alignment units.
+  const int64_t room = std::max<int64_t>(call.workspace_bytes - copy, 0);
+  return std::min(backend_limit,
+                  room / program::kPaddedCopyAlignment * program::kPaddedCopyAlignment);
 }
 
 bool CudaHasKernel(ir::OpKind op) {
@@ -455,16 +474,6 @@ absl::Status CudaSupports(const ir::Graph& graph, const ir::Node& node) {
         }
       }
       break;
-    case ir::OpKind::kConv2d:
-    case ir::OpKind::kConv2dBackwardData:
-    case ir::OpKind::kConv2dBackwardWeight: {
-      const ir::IntList pads = *node.attrs.GetInts("pads", {0, 0, 0, 0});
-      if (pads[0] != pads[2] || pads[1] != pads[3]) {
-        return absl::UnimplementedError(
-            fmt::format("cuDNN pads both sides alike; pads [{}] are not", fmt::join(pads, ", ")));
-      }
-      break;
-    }
     case ir::OpKind::kMatMul:
       return MatMulSupports(type(node.inputs[0]), type(node.inputs[1]), type(node.outputs[0]));
     case ir::OpKind::kReduceSum:

@@ -47,6 +47,10 @@ absl::StatusOr<StridedView> MakeStridedView(std::span<const int64_t> extent,
 absl::StatusOr<StridedView> MakeTransposeView(const ir::AttrMap& attrs, const ir::Shape& x);
 absl::StatusOr<StridedView> MakeSliceView(const ir::AttrMap& attrs, const ir::Shape& x);
 absl::StatusOr<StridedView> MakeBroadcastView(const ir::Shape& operand, const ir::Shape& out);
+// Where x [n, h, w, c] lies in its copy with `pads` [top, left, bottom,
+// right] of zeros around each image: how a convolution with padding cuDNN
+// cannot describe (one side unlike the other) runs on a padded copy.
+absl::StatusOr<StridedView> MakePaddedWindowView(const ir::Shape& x, std::span<const int64_t> pads);
 // A concat's axis in its output y, and where input x (of y's rank) lies in y
 // when it starts `offset` along that axis.
 absl::StatusOr<int64_t> ConcatAxis(const ir::AttrMap& attrs, const ir::Shape& y);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/convolution.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/testing/forwarding_backend.h"
@@ -604,6 +605,109 @@ TEST(CudaElementMath, AdamMatchesTheReferenceBitwiseOnTheHost) {
 TEST(CudaElementMath, NearestResizeMatchesTheReferenceBitwiseOnTheHost) {
   EXPECT_GE(ExpectBitwiseOnTheHost([](ir::OpKind op) { return op == ir::OpKind::kResizeNearest; }),
             3);
+}
+
+// Convolutions padded unlike on two sides of an axis, as the CUDA backend
+// runs them (convolution.h): on a copy of x with the padding written out as
+// zeros, x placed in it through MakePaddedWindowView (as LaunchPlace does),
+// by the reference kernel asked for no padding; the input gradient computed
+// into the copy, the accumulator placed in it first, and cropped out through
+// the same view (as LaunchGather does). Every other call goes to the
+// reference kernels as it is.
+class PaddedCopyBackend final : public testing::ForwardingBackend {
+ public:
+  std::string_view name() const override { return "cuda-padded-copy-on-the-host"; }
+
+  absl::Status RunKernel(program::Stream stream, const KernelCall& call) override {
+    const ir::OpKind op = call.node.op;
+    const bool convolution = op == ir::OpKind::kConv2d || op == ir::OpKind::kConv2dBackwardData ||
+                             op == ir::OpKind::kConv2dBackwardWeight;
+    if (!convolution || PaddedCopyBytes(call) == 0) {
+      return ForwardingBackend::RunKernel(stream, call);
+    }
+    ++padded_calls_;
+    std::vector<TensorRef> inputs(call.inputs.begin(), call.inputs.end());
+    std::vector<TensorRef> outputs(call.outputs.begin(), call.outputs.end());
+    // Where x is: the forward's input 0, the filter gradient's input 1, the
+    // input gradient's output (and its accumulator, input 2, of x's shape).
+    TensorRef& x = op == ir::OpKind::kConv2d               ? inputs[0]
+                   : op == ir::OpKind::kConv2dBackwardData ? outputs[0]
+                                                           : inputs[1];
+    const ir::IntList pads = *call.node.attrs.GetInts("pads", {});
+    ASSIGN_OR_RETURN(const StridedView window, MakePaddedWindowView(x.type->shape, pads));
+    ir::TensorType padded = *x.type;
+    padded.shape[1] += pads[0] + pads[2];
+    padded.shape[2] += pads[1] + pads[3];
+    std::vector<float> copy(static_cast<size_t>(*ir::NumElements(padded.shape)), 0.0f);
+    const int64_t n = x.num_elements();
+    auto place = [&](const float* from) {
+      for (int64_t i = 0; i < n; ++i) copy[static_cast<size_t>(StridedOffset(window, i))] = from[i];
+    };
+    float* const dx = op == ir::OpKind::kConv2dBackwardData ? outputs[0].as<float>() : nullptr;
+    if (op != ir::OpKind::kConv2dBackwardData) {
+      place(x.as<const float>());
+    } else if (inputs.size() == 3) {
+      place(inputs[2].as<const float>());
+      inputs[2] = TensorRef{&padded, copy.data()};
+    }
+    x = TensorRef{&padded, copy.data()};
+    ir::Node unpadded = call.node;
+    unpadded.attrs.Set("pads", ir::IntList{0, 0, 0, 0});
+    if (op == ir::OpKind::kConv2dBackwardData) {
+      unpadded.attrs.Set("input_shape", ir::IntList(padded.shape.begin(), padded.shape.end()));
+    }
+    const KernelCall through_copy{unpadded,     inputs,         outputs,
+                                  call.context, call.workspace, call.workspace_bytes};
+    RETURN_IF_ERROR(ForwardingBackend::RunKernel(stream, through_copy));
+    if (dx != nullptr) {
+      for (int64_t i = 0; i < n; ++i) dx[i] = copy[static_cast<size_t>(StridedOffset(window, i))];
+    }
+    return absl::OkStatus();
+  }
+
+  int padded_calls() const { return padded_calls_; }
+
+ private:
+  int padded_calls_ = 0;
+};
+
+// Every harness case of the three convolutions padded unlike on two sides
+// (forward, input gradient with accumulator, filter gradient; strided and
+// grouped) gives the reference kernels' bits through a padded copy: the
+// padding's zeros add nothing, and the copy's window is where x's values are.
+TEST(CudaElementMath, ConvolutionsPaddedUnevenlyMatchTheReferenceBitwiseThroughAPaddedCopy) {
+  int cases = 0;
+  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
+    const ir::IntList pads = *test_case.attrs.GetInts("pads", {0, 0, 0, 0});
+    if (pads.size() != 4 || (pads[0] == pads[2] && pads[1] == pads[3])) continue;
+    if (test_case.op != ir::OpKind::kConv2d && test_case.op != ir::OpKind::kConv2dBackwardData &&
+        test_case.op != ir::OpKind::kConv2dBackwardWeight) {
+      continue;
+    }
+    test_case.float_tolerance = 0;  // bit for bit
+    PaddedCopyBackend backend;
+    const absl::Status compared = testing::CompareWithReference(backend, test_case);
+    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
+    EXPECT_GT(backend.padded_calls(), 0) << test_case.name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 3);
+}
+
+TEST(CudaElementMath, APaddedWindowPutsXInsideItsBorder) {
+  // x [1, 2, 3, 2] with pads [top 0, left 1, bottom 2, right 0]: the copy is
+  // [1, 4, 4, 2], and x[0, i, j, c] sits at copy[0, i, j + 1, c].
+  const ir::IntList pads = {0, 1, 2, 0};
+  absl::StatusOr<StridedView> window = MakePaddedWindowView({1, 2, 3, 2}, pads);
+  ASSERT_TRUE(window.ok()) << window.status();
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 3; ++j) {
+      for (int64_t c = 0; c < 2; ++c) {
+        EXPECT_EQ(StridedOffset(*window, (i * 3 + j) * 2 + c), (i * 4 + j + 1) * 2 + c);
+      }
+    }
+  }
+  EXPECT_FALSE(MakePaddedWindowView({2, 3, 4}, pads).ok());
 }
 
 TEST(CudaElementMath, StridedViewsCheckTheirAttributes) {

@@ -46,6 +46,16 @@ void AddConvolutionCases(std::vector<OpTestCase>& cases) {
     accumulate.check_gradient = false;
     cases.push_back(std::move(accumulate));
   }
+  // The filter gradient of the uneven-padded grouped convolution above.
+  OpTestCase filter_gradient =
+      Case("conv2d_backward_weight/3x3_stride2_uneven_pads_groups2", OpKind::kConv2dBackwardWeight,
+           {Activation({2, 3, 3, 6}), Activation({2, 5, 5, 4})},
+           {{"kernel", IntList{3, 3}},
+            {"strides", IntList{2, 2}},
+            {"pads", IntList{1, 0, 1, 2}},
+            {"groups", int64_t{2}}});
+  filter_gradient.check_gradient = false;
+  cases.push_back(std::move(filter_gradient));
 }
 
 void AddPoolingCases(std::vector<OpTestCase>& cases) {
