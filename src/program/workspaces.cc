@@ -30,9 +30,8 @@ int64_t PaddedCopyBytes(const ir::Node& convolution, const ir::TensorType& x) {
   const ir::IntList pads = *convolution.attrs.GetInts("pads", {0, 0, 0, 0});
   if (pads.size() != 4 || x.shape.size() != 4) return 0;
   if (pads[0] == pads[2] && pads[1] == pads[3]) return 0;
-  const ir::Shape& s = x.shape;  // NHWC
-  return s[0] * (s[1] + pads[0] + pads[2]) * (s[2] + pads[1] + pads[3]) * s[3] *
-         ir::DTypeSize(x.dtype);
+  const ir::Shape& s = x.shape;  // NHWC; one image of it
+  return (s[1] + pads[0] + pads[2]) * (s[2] + pads[1] + pads[3]) * s[3] * ir::DTypeSize(x.dtype);
 }
 
 int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {

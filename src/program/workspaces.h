@@ -33,8 +33,9 @@ namespace spillway::program {
 int64_t OwnKernelScratchBytes(ir::OpKind op, std::span<const ir::TensorType* const> inputs);
 
 // Where a convolution's padding differs between the two sides of an axis,
-// the bytes of its activation input `x` (the forward's input, whichever way
-// the node computes) with that padding added as zeros; 0 where it pads both
+// the bytes of one image of its activation input `x` (the forward's input,
+// whichever way the node computes) with that padding added as zeros (the
+// backend convolves such a node an image at a time); 0 where it pads both
 // sides alike. The copy sits in the workspace after the algorithm's part,
 // which is rounded up to PaddedCopyAlignment.
 int64_t PaddedCopyBytes(const ir::Node& convolution, const ir::TensorType& x);

@@ -82,7 +82,7 @@ TEST(Workspaces, AConvolutionPaddedUnevenlyDeclaresAPaddedCopyOfX) {
       "  %dw: f32[4,2,2,3] = conv2d_backward_weight(%y, %x) {kernel=[2,2], pads=[0,0,1,1]}\n"
       "  output %dx, %dw, %s\n"
       "}\n");
-  const int64_t copy = 2 * 6 * 6 * 3 * 4;     // x with a row and a column more
+  const int64_t copy = 6 * 6 * 3 * 4;         // an image of x, a row and a column more
   const int64_t largest = 2 * 5 * 5 * 4 * 4;  // y
   EXPECT_EQ(PaddedCopyBytes(NodeNamed(graph, "y"), graph.value(*graph.FindValue("x")).type), copy);
   for (const char* name : {"y", "dx", "dw"}) {

@@ -177,6 +177,9 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
     cudnn_pads = {0, 0};
   }
   d.slice = SliceOfBatch(d.x, d.y);
+  // A padded copy holds one image: the workspace it takes does not grow with
+  // the batch.
+  if (d.padded) d.slice = std::min<int64_t>(d.slice, 1);
   if (d.slice == 0) {
     return absl::UnimplementedError(
         fmt::format("one image of {} or {} elements is more than cuDNN describes (2^31 - 1)",

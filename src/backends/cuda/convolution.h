@@ -15,11 +15,12 @@
 // slices in order.
 //
 // cuDNN pads both sides of an axis alike. A convolution padded otherwise
-// (U-Net's after an odd-sized upsampling) runs on a copy of x with its
-// padding written out as zeros, in the workspace after the algorithm's part
-// (program/workspaces.h declares it): the forward and the filter gradient
-// read x through the copy; the input gradient is computed into the copy (with
-// the accumulator placed in it first) and its window copied out to dx.
+// (U-Net's 2x2 up-convolutions, padded on the bottom and the right) runs an
+// image at a time on a copy of x with its padding written out as zeros, in
+// the workspace after the algorithm's part (program/workspaces.h declares
+// it): the forward and the filter gradient read x through the copy; the input
+// gradient is computed into the copy (with the accumulator placed in it
+// first) and its window copied out to dx.
 #pragma once
 
 #include <cudnn.h>
