@@ -249,19 +249,34 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
     return outcome;
   }
   program::ApplyPins(*pins_, plan);
+  PlanKey key;
+  if (bounded && options_.recall) {
+    key = plan.Changes();
+    if (std::optional<Outcome> recalled = Recall(key, must_beat_s)) return *std::move(recalled);
+  }
   absl::StatusOr<program::Program> program = program::Rewrite(graph_, schedule_, plan);
   if (!program.ok()) {
     outcome.status = program.status();
     return outcome;
   }
   program->workspace_bytes = workspace_bytes_;
+  Examined found;
+  const bool keep = bounded && options_.recall;
   if (bounded) {
-    if (program::LiveBytesPeak(*program) > tensor_budget_bytes()) return outcome;
+    found.live_bytes_peak = program::LiveBytesPeak(*program);
+    if (found.live_bytes_peak > tensor_budget_bytes()) {
+      if (keep) outcome.found.emplace(std::move(key), found);
+      return outcome;
+    }
   }
   // The step before layout: no arena reuse waits yet, so no layout makes it
   // shorter.
   const sim::SimulationResult unplaced = simulator_.Timeline(*program);
-  if (bounded && unplaced.step_time_s >= must_beat_s) return outcome;
+  found.unplaced_step_s = unplaced.step_time_s;
+  if (bounded && unplaced.step_time_s >= must_beat_s) {
+    if (keep) outcome.found.emplace(std::move(key), found);
+    return outcome;
+  }
   const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, tensor_budget_bytes());
   // A bounded search rejects a candidate whose arena neither fits nor is the
   // smallest yet, so the layout may give up past both.
@@ -271,14 +286,56 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   program::LayOutArena(*program, tensor_budget_bytes(), releases, useless_above);
   Evaluation evaluation{std::move(plan), *std::move(program), {}, backward_order_};
   evaluation.simulation = simulator_.Run(evaluation.program);
+  if (keep) {
+    found.laid_out = true;
+    found.arena_bytes = evaluation.arena_bytes();
+    found.step_time_s = evaluation.step_time_s();
+    outcome.found.emplace(std::move(key), found);
+  }
   outcome.evaluation = std::move(evaluation);
   return outcome;
+}
+
+std::optional<PlanningContext::Outcome> PlanningContext::Recall(const PlanKey& key,
+                                                                double must_beat_s) const {
+  Examined seen;
+  {
+    std::lock_guard lock(examined_mutex_);
+    const auto it = examined_.find(key);
+    if (it == examined_.end()) return std::nullopt;
+    seen = it->second;
+  }
+  Outcome recalled;
+  recalled.recalled = true;
+  // The bounds as Examine applies them, in its order.
+  if (seen.live_bytes_peak > tensor_budget_bytes()) return recalled;
+  if (!seen.unplaced_step_s) return std::nullopt;
+  if (*seen.unplaced_step_s >= must_beat_s) return recalled;
+  if (!seen.laid_out) return std::nullopt;  // rejected before layout by a lower bar
+  // Laid out again, the same arena and step (the layout's limit only falls
+  // within a run, and an arena past it was useless then too).
+  if (seen.arena_bytes <= options_.budget_bytes && seen.step_time_s < must_beat_s) {
+    return std::nullopt;  // accepted now: the Evaluation is needed
+  }
+  recalled.laid_out_again = true;
+  return recalled;
 }
 
 absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcome,
                                                                   double must_beat_s) {
   RETURN_IF_ERROR(outcome.status);
   RETURN_IF_ERROR(Count());
+  if (outcome.found) {
+    std::lock_guard lock(examined_mutex_);
+    examined_.insert_or_assign(std::move(outcome.found->first), outcome.found->second);
+  }
+  if (outcome.recalled) ++recalled_;
+  if (outcome.laid_out_again) {
+    // Its arena was remembered when it was laid out in this run, and the
+    // smallest arena only falls since: nothing to remember but the count.
+    ++laid_out_;
+    return std::nullopt;
+  }
   if (!outcome.evaluation) return std::nullopt;
   Evaluation& evaluation = *outcome.evaluation;
   Remember(evaluation);

@@ -15,12 +15,14 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "analysis/cost_model.h"
 #include "analysis/hardware.h"
@@ -71,6 +73,10 @@ struct PlannerOptions {
   // Reject candidates by cheap bounds before laying out their arena (see
   // EvaluateIfBetter). Off only to check that the bounds change no decision.
   bool use_bounds = true;
+  // Decide a plan the search has examined before in the run from what was
+  // found then (see PlanningContext::Examined). Off only to check that it
+  // changes no decision.
+  bool recall = true;
   // Threads that evaluate candidates side by side (0: the machine's, at most
   // 8). The plan does not depend on it (see FirstBetter).
   int threads = 0;
@@ -278,10 +284,17 @@ class PlanningContext {
 
   int evaluations() const { return evaluations_; }
   int laid_out() const { return laid_out_; }
+  // Of those, how many were decided from an earlier examination of the same
+  // plan in this run (see Examined below), rather than examined again.
+  int recalled() const { return recalled_; }
   // RunPolicy calls it as a policy starts: forgets the smallest arena and
   // starts the clock of the wall-clock safety net.
   void StartRun() {
     smallest_.reset();
+    {
+      std::lock_guard lock(examined_mutex_);
+      examined_.clear();
+    }
     smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
     run_start_ = std::chrono::steady_clock::now();
   }
@@ -319,22 +332,49 @@ class PlanningContext {
   // (rejected by a bound, when `bounded`), or the laid-out, simulated
   // Evaluation. Examine changes nothing, so candidates can be examined on
   // several threads; Record then counts them in order.
+  //
+  // What a bounded examination found is kept for the rest of the run (from
+  // StartRun), keyed by the plan's changes: a search can come back to a plan
+  // it has tried (a move of one kind can make what a move of another made),
+  // and such a plan is then decided from what was found, as examining it
+  // again would decide it, unless it would now be accepted (its step beats
+  // a bar it did not beat before), which examines it again.
+  struct Examined {
+    int64_t live_bytes_peak = 0;
+    std::optional<double> unplaced_step_s;  // where the live bytes fit
+    bool laid_out = false;                  // and then, where it beat the bar:
+    int64_t arena_bytes = 0;
+    double step_time_s = 0;
+  };
+  using PlanKey = std::vector<std::pair<ir::ValueId, program::TensorPlan>>;
   struct Outcome {
     absl::Status status;
     std::optional<Evaluation> evaluation;
+    // A bounded examination's findings, for Record to keep; or, where the
+    // plan had been laid out before in this run and is rejected again on
+    // what was found then, `laid_out_again` (counted as laid out once more).
+    std::optional<std::pair<PlanKey, Examined>> found;
+    bool recalled = false;  // decided by Recall
+    bool laid_out_again = false;
   };
   Outcome Examine(program::Plan plan, double must_beat_s, bool bounded) const;
+  // The outcome a plan examined before in this run has on what was found
+  // then, or nullopt if it must be examined.
+  std::optional<Outcome> Recall(const PlanKey& key, double must_beat_s) const;
   absl::StatusOr<std::optional<Evaluation>> Record(Outcome outcome, double must_beat_s);
   absl::Status Count();  // one more candidate plan; Cancelled when interrupted
   void Remember(const Evaluation& evaluation);  // one more laid out; the smallest arena
 
   int evaluations_ = 0;
   int laid_out_ = 0;
+  int recalled_ = 0;
   std::optional<Evaluation> smallest_;
   // Its arena, for Examine on FirstBetter's workers (INT64_MAX when none):
   // Record lowers it as they run, so a worker may read a larger value, which
   // only makes its layout give up later.
   std::atomic<int64_t> smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
+  mutable std::mutex examined_mutex_;  // Record writes, FirstBetter's workers read
+  absl::flat_hash_map<PlanKey, Examined> examined_;
   std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();
   std::unique_ptr<WorkerPool> pool_;  // FirstBetter's threads, made on its first use
 };

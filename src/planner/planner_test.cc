@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -966,6 +967,112 @@ TEST(HybridPolicy, ALimitOnCandidateProgramsMakesThePlanRepeatable) {
     EXPECT_EQ(runs[0].best.plan.decision(value.id), runs[1].best.plan.decision(value.id));
     EXPECT_EQ(runs[0].best.plan.at(value.id).fetch_step, runs[1].best.plan.at(value.id).fetch_step);
   }
+}
+
+// A bounded search that comes back to a plan decides it from what its first
+// examination found, exactly as examining it afresh would: the same
+// acceptances, steps and arenas, the same counts of candidates and of
+// layouts. Each plan is tried against a bar just under its step (laid out,
+// rejected), no bar (accepted: examined again, since an Evaluation is
+// needed), its own step (recalled and rejected) and a bar just over it.
+TEST(PlanningContext, APlanExaminedAgainIsDecidedAsAFreshExaminationWould) {
+  const autodiff::TrainingGraph training = TrainingModel("resnet18", 128, 16, /*batch=*/8);
+  const ir::Graph& graph = training.graph;
+  absl::StatusOr<analysis::HardwareProfile> pcie = analysis::LoadHardwareProfile("h200-141g-pcie5");
+  ASSERT_TRUE(pcie.ok());
+  const analysis::RooflineCostModel cost_model(*pcie);
+  auto context = [&](int64_t budget) {
+    return std::make_unique<PlanningContext>(graph, cost_model, *pcie,
+                                             PlannerOptions{.budget_bytes = budget});
+  };
+  const program::Program none = RunOrDie("none", *context(INT64_MAX)).best.program;
+  // Fractions of the tensors' share of the arena (the kernels' workspace
+  // comes on top).
+  const int64_t tensors = none.arena_bytes - none.workspace_bytes;
+  const double inf = std::numeric_limits<double>::infinity();
+  int accepted = 0;
+  int recalled = 0;
+  for (const int64_t budget :
+       {none.workspace_bytes + tensors * 9 / 10, none.workspace_bytes + tensors * 7 / 10}) {
+    const std::unique_ptr<PlanningContext> again = context(budget);
+    const std::unique_ptr<PlanningContext> fresh = context(budget);
+    const std::unique_ptr<PlanningContext> probe = context(budget);  // steps, no bar
+    again->StartRun();
+    for (const int threshold : {-1, 2, 4, 8, 1000}) {  // 1000: nothing spilled
+      const program::Plan plan = SwapPolicy::PlanFor(*again, threshold, 0);
+      absl::StatusOr<Evaluation> alone = probe->Evaluate(plan);
+      ASSERT_TRUE(alone.ok()) << StatusMessage(alone.status());
+      const double step = alone->step_time_s();
+      // The step without the waits arena reuse adds: a bar between it and
+      // the step rejects the plan only once it is laid out.
+      program::Plan pinned = plan;
+      ASSERT_TRUE(program::ApplyPins(graph, pinned).ok());
+      absl::StatusOr<program::Program> rewritten =
+          program::Rewrite(graph, probe->schedule(), pinned);
+      ASSERT_TRUE(rewritten.ok()) << StatusMessage(rewritten.status());
+      const double unplaced = probe->simulator().Timeline(*rewritten).step_time_s;
+
+      for (const double bar : {std::nextafter(step, 0.0), inf, step, std::nextafter(step, inf),
+                               (unplaced + step) / 2}) {
+        SCOPED_TRACE(::testing::Message()
+                     << budget << " bytes, " << plan.Count(program::Decision::kSpill)
+                     << " spilled, bar " << bar);
+        fresh->StartRun();  // forgets every examination
+        const int evaluations = again->evaluations();
+        const int laid_out = again->laid_out();
+        const int fresh_laid_out = fresh->laid_out();
+        absl::StatusOr<std::optional<Evaluation>> decided = again->EvaluateIfBetter(plan, bar);
+        absl::StatusOr<std::optional<Evaluation>> examined = fresh->EvaluateIfBetter(plan, bar);
+        ASSERT_TRUE(decided.ok() && examined.ok());
+        ASSERT_EQ(decided->has_value(), examined->has_value());
+        if (decided->has_value()) {
+          ++accepted;
+          EXPECT_EQ((*decided)->step_time_s(), (*examined)->step_time_s());
+          EXPECT_EQ((*decided)->arena_bytes(), (*examined)->arena_bytes());
+        }
+        EXPECT_EQ(again->evaluations(), evaluations + 1);
+        EXPECT_EQ(again->laid_out() - laid_out, fresh->laid_out() - fresh_laid_out);
+      }
+    }
+    recalled += again->recalled();
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_GT(recalled, 0);
+}
+
+// The same, over a whole planning: `hybrid` with and without recalling plans
+// it has examined makes the same Program, after the same candidates and
+// layouts, and recalls some.
+TEST(PlanningContext, RecallingExaminedPlansChangesNoPlanning) {
+  const autodiff::TrainingGraph training = TrainingModel("gpt2", 0, /*seq_len=*/256, /*batch=*/8);
+  absl::StatusOr<analysis::HardwareProfile> pcie = analysis::LoadHardwareProfile("h200-141g-pcie5");
+  ASSERT_TRUE(pcie.ok());
+  const analysis::RooflineCostModel cost_model(*pcie);
+  auto plan = [&](int64_t budget, bool recall, int* recalled) {
+    PlanningContext context(training.graph, cost_model, *pcie,
+                            {.budget_bytes = budget, .time_limit_s = 1e9, .recall = recall});
+    PlanResult result = RunOrDie("hybrid", context);
+    *recalled = context.recalled();
+    return result;
+  };
+  int recalled = 0;
+  const PlanResult none = plan(INT64_MAX, true, &recalled);
+  const int64_t workspace = none.best.program.workspace_bytes;
+  int recalled_in_all = 0;
+  for (const int64_t tenths : {8, 6, 4}) {
+    const int64_t budget = workspace + (none.best.arena_bytes() - workspace) * tenths / 10;
+    SCOPED_TRACE(::testing::Message() << budget << " bytes");
+    int unused = 0;
+    const PlanResult examined = plan(budget, false, &unused);
+    const PlanResult decided = plan(budget, true, &recalled);
+    recalled_in_all += recalled;
+    EXPECT_EQ(decided.evaluations, examined.evaluations);
+    EXPECT_EQ(decided.laid_out, examined.laid_out);
+    EXPECT_EQ(decided.smallest_arena_bytes, examined.smallest_arena_bytes);
+    EXPECT_EQ(program::ProgramToText(decided.best.program),
+              program::ProgramToText(examined.best.program));
+  }
+  EXPECT_GT(recalled_in_all, 0);
 }
 
 TEST(ReleasesAfterCopies, PutsOffASpillsBytesUntilItsCopyOutHasEndedWithinTheCap) {

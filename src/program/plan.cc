@@ -27,6 +27,15 @@ std::optional<Decision> ParseDecision(std::string_view name) {
   return std::nullopt;
 }
 
+std::vector<std::pair<ir::ValueId, TensorPlan>> Plan::Changes() const {
+  std::vector<std::pair<ir::ValueId, TensorPlan>> changes;
+  for (size_t v = 0; v < tensors_.size(); ++v) {
+    if (!(tensors_[v] == TensorPlan{}))
+      changes.emplace_back(static_cast<ir::ValueId>(v), tensors_[v]);
+  }
+  return changes;
+}
+
 int Plan::Count(Decision decision) const {
   return static_cast<int>(std::count_if(tensors_.begin(), tensors_.end(), [&](const TensorPlan& t) {
     return t.decision == decision;

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,12 @@ struct TensorPlan {
   // gradients and again by the activation's backward after the input
   // gradients).
   int refetch_after = -1;
+
+  friend bool operator==(const TensorPlan&, const TensorPlan&) = default;
+  template <typename H>
+  friend H AbslHashValue(H state, const TensorPlan& plan) {
+    return H::combine(std::move(state), plan.decision, plan.fetch_step, plan.refetch_after);
+  }
 };
 
 class Plan {
@@ -60,6 +67,9 @@ class Plan {
     tensors_.at(static_cast<size_t>(value)) = {Decision::kRecompute, -1, -1};
   }
   size_t size() const { return tensors_.size(); }
+  // The values not simply kept, with what the plan does with them, by
+  // value: two plans of one graph with the same changes are the same plan.
+  std::vector<std::pair<ir::ValueId, TensorPlan>> Changes() const;
 
   // How many values have each decision.
   int Count(Decision decision) const;
