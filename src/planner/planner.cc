@@ -249,10 +249,13 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
     return outcome;
   }
   program::ApplyPins(*pins_, plan);
-  PlanKey key;
-  if (bounded && options_.recall) {
-    key = plan.Changes();
-    if (std::optional<Outcome> recalled = Recall(key, must_beat_s)) return *std::move(recalled);
+  const bool keep = bounded && options_.recall;
+  if (keep) {
+    outcome.key = plan.Changes();
+    if (std::optional<Outcome> recalled = Recall(*outcome.key, must_beat_s)) {
+      recalled->key = std::move(outcome.key);
+      return *std::move(recalled);
+    }
   }
   absl::StatusOr<program::Program> program = program::Rewrite(graph_, schedule_, plan);
   if (!program.ok()) {
@@ -261,11 +264,10 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   }
   program->workspace_bytes = workspace_bytes_;
   Examined found;
-  const bool keep = bounded && options_.recall;
   if (bounded) {
     found.live_bytes_peak = program::LiveBytesPeak(*program);
     if (found.live_bytes_peak > tensor_budget_bytes()) {
-      if (keep) outcome.found.emplace(std::move(key), found);
+      if (keep) outcome.found = found;
       return outcome;
     }
   }
@@ -274,7 +276,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
   const sim::SimulationResult unplaced = simulator_.Timeline(*program);
   found.unplaced_step_s = unplaced.step_time_s;
   if (bounded && unplaced.step_time_s >= must_beat_s) {
-    if (keep) outcome.found.emplace(std::move(key), found);
+    if (keep) outcome.found = found;
     return outcome;
   }
   const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, tensor_budget_bytes());
@@ -290,7 +292,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
     found.laid_out = true;
     found.arena_bytes = evaluation.arena_bytes();
     found.step_time_s = evaluation.step_time_s();
-    outcome.found.emplace(std::move(key), found);
+    outcome.found = found;
   }
   outcome.evaluation = std::move(evaluation);
   return outcome;
@@ -306,7 +308,6 @@ std::optional<PlanningContext::Outcome> PlanningContext::Recall(const PlanKey& k
     seen = it->second;
   }
   Outcome recalled;
-  recalled.recalled = true;
   // The bounds as Examine applies them, in its order.
   if (seen.live_bytes_peak > tensor_budget_bytes()) return recalled;
   if (!seen.unplaced_step_s) return std::nullopt;
@@ -325,11 +326,13 @@ absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcom
                                                                   double must_beat_s) {
   RETURN_IF_ERROR(outcome.status);
   RETURN_IF_ERROR(Count());
-  if (outcome.found) {
+  if (outcome.key) {
+    // Counted here, in the order of the search, so that the count does not
+    // depend on which examinations the workers ran before their turn.
     std::lock_guard lock(examined_mutex_);
-    examined_.insert_or_assign(std::move(outcome.found->first), outcome.found->second);
+    if (examined_.contains(*outcome.key)) ++repeated_;
+    if (outcome.found) examined_.insert_or_assign(*std::move(outcome.key), *outcome.found);
   }
-  if (outcome.recalled) ++recalled_;
   if (outcome.laid_out_again) {
     // Its arena was remembered when it was laid out in this run, and the
     // smallest arena only falls since: nothing to remember but the count.
@@ -354,6 +357,7 @@ void PlanningContext::Remember(const Evaluation& evaluation) {
 void PlanningContext::Absorb(const PlanningContext& other) {
   evaluations_ += other.evaluations_;
   laid_out_ += other.laid_out_;
+  repeated_ += other.repeated_;
   if (other.smallest_ &&
       (!smallest_ || other.smallest_->arena_bytes() < smallest_->arena_bytes())) {
     smallest_ = other.smallest_;
@@ -518,6 +522,7 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   const auto start = std::chrono::steady_clock::now();
   const int evaluations_before = context.evaluations();
   const int laid_out_before = context.laid_out();
+  const int repeated_before = context.repeated();
   context.StartRun();
   ASSIGN_OR_RETURN(PlanResult result, policy.Run(context));
   SPILLWAY_CHECK(context.smallest().has_value(), "a policy evaluates at least one plan");
@@ -531,6 +536,7 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.evaluations = context.evaluations() - evaluations_before;
   result.laid_out = context.laid_out() - laid_out_before;
+  result.repeated = context.repeated() - repeated_before;
   result.feasible = context.Fits(result.best);
   result.backward_order = result.best.backward_order;
   // A policy's output always goes through the verifier: a plan the simulator

@@ -156,6 +156,7 @@ struct PlanResult {
   double planning_s = 0;
   int evaluations = 0;  // candidate plans considered (rewritten, then bounded or simulated)
   int laid_out = 0;     // of those, the ones whose arena was laid out and step simulated
+  int repeated = 0;     // of all, those that repeat a plan considered before in the run
   // hybrid: which starting plan the result was refined from ("evict", "swap",
   // "recompute", "hybrid-seed"), and whether the wall-clock safety net
   // stopped the refinement before it converged.
@@ -284,9 +285,11 @@ class PlanningContext {
 
   int evaluations() const { return evaluations_; }
   int laid_out() const { return laid_out_; }
-  // Of those, how many were decided from an earlier examination of the same
-  // plan in this run (see Examined below), rather than examined again.
-  int recalled() const { return recalled_; }
+  // Of those, how many repeat a plan considered before in this run: a bounded
+  // search decides them from what it found then (see Examined below) where
+  // it can, and examines them again where it cannot. The count is the
+  // search's, the same with any number of threads.
+  int repeated() const { return repeated_; }
   // RunPolicy calls it as a policy starts: forgets the smallest arena and
   // starts the clock of the wall-clock safety net.
   void StartRun() {
@@ -350,11 +353,12 @@ class PlanningContext {
   struct Outcome {
     absl::Status status;
     std::optional<Evaluation> evaluation;
-    // A bounded examination's findings, for Record to keep; or, where the
-    // plan had been laid out before in this run and is rejected again on
-    // what was found then, `laid_out_again` (counted as laid out once more).
-    std::optional<std::pair<PlanKey, Examined>> found;
-    bool recalled = false;  // decided by Recall
+    // A bounded examination's plan and findings, for Record to keep; or,
+    // where the plan had been laid out before in this run and is rejected
+    // again on what was found then, `laid_out_again` (counted as laid out
+    // once more).
+    std::optional<PlanKey> key;
+    std::optional<Examined> found;
     bool laid_out_again = false;
   };
   Outcome Examine(program::Plan plan, double must_beat_s, bool bounded) const;
@@ -367,7 +371,7 @@ class PlanningContext {
 
   int evaluations_ = 0;
   int laid_out_ = 0;
-  int recalled_ = 0;
+  int repeated_ = 0;
   std::optional<Evaluation> smallest_;
   // Its arena, for Examine on FirstBetter's workers (INT64_MAX when none):
   // Record lowers it as they run, so a worker may read a larger value, which

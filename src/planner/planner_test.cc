@@ -1034,7 +1034,7 @@ TEST(PlanningContext, APlanExaminedAgainIsDecidedAsAFreshExaminationWould) {
         EXPECT_EQ(again->laid_out() - laid_out, fresh->laid_out() - fresh_laid_out);
       }
     }
-    recalled += again->recalled();
+    recalled += again->repeated();
   }
   EXPECT_GT(accepted, 0);
   EXPECT_GT(recalled, 0);
@@ -1052,7 +1052,7 @@ TEST(PlanningContext, RecallingExaminedPlansChangesNoPlanning) {
     PlanningContext context(training.graph, cost_model, *pcie,
                             {.budget_bytes = budget, .time_limit_s = 1e9, .recall = recall});
     PlanResult result = RunOrDie("hybrid", context);
-    *recalled = context.recalled();
+    *recalled = context.repeated();
     return result;
   };
   int recalled = 0;

@@ -224,6 +224,7 @@ nlohmann::json PlanResultToJson(const planner::PlanResult& result, const planner
       {"planning_ms", result.planning_s * 1e3},
       {"evaluations", result.evaluations},
       {"laid_out", result.laid_out},
+      {"repeated", result.repeated},
       {"converged", !result.hit_time_limit},
       {"backward_order", program::BackwardOrderName(result.backward_order)},
       {"orders_planned", result.orders_planned},
