@@ -164,8 +164,9 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
   const ir::IntList pads = *attrs.GetInts("pads", {0, 0, 0, 0});
   const ir::IntList dilations = *attrs.GetInts("dilations", {1, 1});
   const int64_t groups = *attrs.GetInt("groups", 1);
-  if (pads.size() != 4)
+  if (pads.size() != 4) {
     return absl::InvalidArgumentError("pads must be [top, left, bottom, right]");
+  }
   // cuDNN's padding, the same on both sides; otherwise none, on a padded copy.
   d.padded = pads[0] != pads[2] || pads[1] != pads[3];
   const Nhwc unpadded = d.x;
