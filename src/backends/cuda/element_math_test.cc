@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "backends/backend.h"
@@ -456,16 +457,21 @@ class ElementMathBackend final : public testing::ForwardingBackend {
   int element_math_calls_ = 0;
 };
 
-// Runs every harness case whose op `wanted` accepts through ElementMathBackend
-// and expects the reference kernels' bits, each case through the kernels'
-// arithmetic at least once; returns how many cases ran.
-template <typename Wanted>
+// Runs every harness case that `wanted` accepts (given its op, or the whole
+// case) through `HostBackend` (ElementMathBackend unless named) and expects
+// the reference kernels' bits, each case through the kernels' way at least
+// once; returns how many cases ran.
+template <typename HostBackend = ElementMathBackend, typename Wanted>
 int ExpectBitwiseOnTheHost(Wanted wanted) {
   int cases = 0;
   for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
-    if (!wanted(test_case.op)) continue;
+    if constexpr (std::is_invocable_v<Wanted, ir::OpKind>) {
+      if (!wanted(test_case.op)) continue;
+    } else {
+      if (!wanted(test_case)) continue;
+    }
     test_case.float_tolerance = 0;  // bit for bit
-    ElementMathBackend backend;
+    HostBackend backend;
     const absl::Status compared = testing::CompareWithReference(backend, test_case);
     EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
     EXPECT_GT(backend.element_math_calls(), 0) << test_case.name;
@@ -665,7 +671,8 @@ class PaddedCopyBackend final : public testing::ForwardingBackend {
     return absl::OkStatus();
   }
 
-  int padded_calls() const { return padded_calls_; }
+  // Calls run through a padded copy.
+  int element_math_calls() const { return padded_calls_; }
 
  private:
   int padded_calls_ = 0;
@@ -676,22 +683,14 @@ class PaddedCopyBackend final : public testing::ForwardingBackend {
 // grouped) gives the reference kernels' bits through a padded copy: the
 // padding's zeros add nothing, and the copy's window is where x's values are.
 TEST(CudaElementMath, ConvolutionsPaddedUnevenlyMatchTheReferenceBitwiseThroughAPaddedCopy) {
-  int cases = 0;
-  for (testing::OpTestCase test_case : testing::AllOpTestCases()) {
-    const ir::IntList pads = *test_case.attrs.GetInts("pads", {0, 0, 0, 0});
-    if (pads.size() != 4 || (pads[0] == pads[2] && pads[1] == pads[3])) continue;
-    if (test_case.op != ir::OpKind::kConv2d && test_case.op != ir::OpKind::kConv2dBackwardData &&
-        test_case.op != ir::OpKind::kConv2dBackwardWeight) {
-      continue;
-    }
-    test_case.float_tolerance = 0;  // bit for bit
-    PaddedCopyBackend backend;
-    const absl::Status compared = testing::CompareWithReference(backend, test_case);
-    EXPECT_TRUE(compared.ok()) << test_case.name << ": " << compared;
-    EXPECT_GT(backend.padded_calls(), 0) << test_case.name;
-    ++cases;
-  }
-  EXPECT_GE(cases, 3);
+  EXPECT_GE(ExpectBitwiseOnTheHost<PaddedCopyBackend>([](const testing::OpTestCase& test_case) {
+              const ir::IntList pads = *test_case.attrs.GetInts("pads", {0, 0, 0, 0});
+              const bool uneven = pads.size() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]);
+              return uneven && (test_case.op == ir::OpKind::kConv2d ||
+                                test_case.op == ir::OpKind::kConv2dBackwardData ||
+                                test_case.op == ir::OpKind::kConv2dBackwardWeight);
+            }),
+            3);
 }
 
 TEST(CudaElementMath, APaddedWindowPutsXInsideItsBorder) {

@@ -24,6 +24,11 @@ void AddConvolutionCases(std::vector<OpTestCase>& cases) {
       Case("conv2d/stride2_uneven_pads_groups2", OpKind::kConv2d,
            {Activation({2, 5, 5, 4}), F32({6, 3, 3, 2})},
            {{"strides", IntList{2, 2}}, {"pads", IntList{1, 0, 1, 2}}, {"groups", int64_t{2}}}));
+  // U-Net's up-convolution: a 2x2 kernel padded on the bottom and the right
+  // only, so rows and columns both differ between their two sides.
+  cases.push_back(Case("conv2d/2x2_pad_bottom_right_bias", OpKind::kConv2d,
+                       {Activation({2, 4, 3, 3}), F32({2, 2, 2, 3}), F32({2})},
+                       {{"pads", IntList{0, 0, 1, 1}}}));
   cases.push_back(Case("conv2d/dilation2_rect_kernel", OpKind::kConv2d,
                        {Activation({1, 6, 5, 2}), F32({3, 2, 3, 2}), F32({3})},
                        {{"dilations", IntList{2, 2}}, {"pads", IntList{1, 2, 1, 2}}}));
