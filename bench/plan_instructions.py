@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 
-from plan_threads import ROOT, WORKLOADS
+from plan_threads import ROOT, WORKLOADS, plan
 from results_doc import write_section
 
 BEGIN = "<!-- plan-instructions:begin (bench/plan_instructions.py writes this part) -->"
@@ -37,14 +37,6 @@ COLLECTED = re.compile(r"Collected : (\d+)")
 def workload_key(flags):
     """The model's name, for --only."""
     return flags[flags.index("--model") + 1]
-
-
-def plan(binary, args):
-    """The plan's JSON as-is (no valgrind), for the budget of a share."""
-    run = subprocess.run([binary, "plan", *args, "--json"], capture_output=True, text=True)
-    if run.returncode != 0:
-        sys.exit(f"spillway plan {' '.join(args)} failed: {run.stderr.strip()}")
-    return json.loads(run.stdout)
 
 
 def counted_plan(binary, args):
@@ -81,8 +73,8 @@ def main():
             continue
         base = [*args, "--hardware", hardware, "--policy", "hybrid"]
         if share is not None:
-            none = plan(options.binary, [*args, "--hardware", hardware, "--policy", "none",
-                                         "--budget", "1TiB"])
+            none, _ = plan(options.binary, [*args, "--hardware", hardware, "--policy", "none",
+                                            "--budget", "1TiB"])
             base += ["--budget", str(none["arena_bytes"] // share)]
         counts = []
         same = None

@@ -163,31 +163,23 @@ cudaError_t ByElementSize(int element_bytes, Launch launch) {
 }  // namespace
 
 cudaError_t LaunchRelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  Relu<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+  return LaunchGrid(Relu, n, stream, x, y, n);
 }
 
 cudaError_t LaunchReluBackward(const float* dy, const float* y, float* dx, int64_t n,
                                cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  ReluBackward<<<Blocks(n), kThreads, 0, stream>>>(dy, y, dx, n);
-  return cudaGetLastError();
+  return LaunchGrid(ReluBackward, n, stream, dy, y, dx, n);
 }
 
 cudaError_t LaunchActivation(const ActivationParams& params, const float* x, float* y, int64_t n,
                              cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  Activate<<<Blocks(n), kThreads, 0, stream>>>(params, x, y, n);
-  return cudaGetLastError();
+  return LaunchGrid(Activate, n, stream, params, x, y, n);
 }
 
 cudaError_t LaunchActivationGradient(const ActivationParams& params, const float* dy,
                                      const float* saved, float* dx, int64_t n,
                                      cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  ActivateGradient<<<Blocks(n), kThreads, 0, stream>>>(params, dy, saved, dx, n);
-  return cudaGetLastError();
+  return LaunchGrid(ActivateGradient, n, stream, params, dy, saved, dx, n);
 }
 
 cudaError_t LaunchGather(const void* x, void* y, int element_bytes, const StridedView& view,
@@ -239,9 +231,7 @@ cudaError_t LaunchEmbedding(const float* table, const void* indices, bool indice
                             int64_t count, int64_t rows, int64_t width, float* y,
                             cudaStream_t stream) {
   const int64_t n = count * width;
-  if (n == 0) return cudaSuccess;
-  Embedding<<<Blocks(n), kThreads, 0, stream>>>(table, indices, indices_i32, rows, width, y, n);
-  return cudaGetLastError();
+  return LaunchGrid(Embedding, n, stream, table, indices, indices_i32, rows, width, y, n);
 }
 
 cudaError_t LaunchEmbeddingBackward(const float* dy, const void* indices, bool indices_i32,
@@ -252,10 +242,8 @@ cudaError_t LaunchEmbeddingBackward(const float* dy, const void* indices, bool i
       zeroed != cudaSuccess) {
     return zeroed;
   }
-  if (width == 0) return cudaSuccess;
-  EmbeddingBackward<<<Blocks(width), kThreads, 0, stream>>>(dy, indices, indices_i32, count, rows,
-                                                            width, dtable);
-  return cudaGetLastError();
+  return LaunchGrid(EmbeddingBackward, width, stream, dy, indices, indices_i32, count, rows, width,
+                    dtable);
 }
 
 cudaError_t LaunchBinary(BinaryOp op, const float* a, const float* b, float* c, int64_t n,
@@ -325,27 +313,20 @@ cudaError_t LaunchAddBias(float* y, const float* bias, int64_t n, int64_t channe
 
 cudaError_t LaunchReduceSum(const float* x, float* y, const ReduceGeometry& geometry,
                             int64_t y_elements, cudaStream_t stream) {
-  if (y_elements == 0) return cudaSuccess;
-  ReduceSum<<<Blocks(y_elements), kThreads, 0, stream>>>(x, y, geometry, y_elements);
-  return cudaGetLastError();
+  return LaunchGrid(ReduceSum, y_elements, stream, x, y, geometry, y_elements);
 }
 
 cudaError_t LaunchSgdUpdate(const float* param, const float* grad, const float* buffer,
                             float* param_out, float* buffer_out, int64_t n,
                             const SgdSettings& settings, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  SgdUpdate<<<Blocks(n), kThreads, 0, stream>>>(param, grad, buffer, param_out, buffer_out, n,
-                                                settings);
-  return cudaGetLastError();
+  return LaunchGrid(SgdUpdate, n, stream, param, grad, buffer, param_out, buffer_out, n, settings);
 }
 
 cudaError_t LaunchAdamUpdate(const float* param, const float* grad, const float* m, const float* v,
                              const int64_t* step, float* param_out, float* m_out, float* v_out,
                              int64_t n, const AdamSettings& settings, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  AdamUpdate<<<Blocks(n), kThreads, 0, stream>>>(param, grad, m, v, step, param_out, m_out, v_out,
-                                                 n, settings);
-  return cudaGetLastError();
+  return LaunchGrid(AdamUpdate, n, stream, param, grad, m, v, step, param_out, m_out, v_out, n,
+                    settings);
 }
 
 }  // namespace spillway::backends::cuda

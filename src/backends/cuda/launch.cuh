@@ -18,6 +18,16 @@ inline unsigned Blocks(int64_t n) {
   return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
+// Launches `kernel`, a grid-stride loop over `count` elements, on `stream`
+// with `args` (nothing for none), and returns the launch's error.
+template <typename... Params, typename... Args>
+cudaError_t LaunchGrid(void (*kernel)(Params...), int64_t count, cudaStream_t stream,
+                       const Args&... args) {
+  if (count == 0) return cudaSuccess;
+  kernel<<<Blocks(count), kThreads, 0, stream>>>(args...);
+  return cudaGetLastError();
+}
+
 // The first index of this thread in a grid-stride loop, and the stride.
 __device__ inline int64_t GridStart() {
   return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;

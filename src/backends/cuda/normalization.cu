@@ -162,10 +162,8 @@ __global__ void LayerNormParameterGradients(const float* dy, const float* x, con
 cudaError_t LaunchLayerNorm(const float* x, const float* gamma, const float* beta, int64_t rows,
                             int64_t features, float epsilon, float* y, float* mean, float* rstd,
                             cudaStream_t stream) {
-  if (rows == 0) return cudaSuccess;
-  LayerNorm<<<Blocks(rows), kThreads, 0, stream>>>(x, gamma, beta, rows, features, epsilon, y, mean,
-                                                   rstd);
-  return cudaGetLastError();
+  return LaunchGrid(LayerNorm, rows, stream, x, gamma, beta, rows, features, epsilon, y, mean,
+                    rstd);
 }
 
 cudaError_t LaunchLayerNormBackward(const float* dy, const float* x, const float* gamma,
@@ -209,9 +207,7 @@ cudaError_t LaunchBatchNormNormalize(const float* x, const float* gamma, const f
                                      const float* mean, const float* inv_std, int64_t rows,
                                      int64_t channels, float* y, cudaStream_t stream) {
   const int64_t n = rows * channels;
-  if (n == 0) return cudaSuccess;
-  NormalizeRows<<<Blocks(n), kThreads, 0, stream>>>(x, gamma, beta, mean, inv_std, n, channels, y);
-  return cudaGetLastError();
+  return LaunchGrid(NormalizeRows, n, stream, x, gamma, beta, mean, inv_std, n, channels, y);
 }
 
 cudaError_t LaunchBatchNormInference(const float* x, const float* gamma, const float* beta,

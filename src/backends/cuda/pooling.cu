@@ -102,57 +102,43 @@ cudaError_t LaunchGlobalAvgPool(const float* x, float* y, int64_t n, int64_t pix
 cudaError_t LaunchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t n, int64_t pixels,
                                         int64_t channels, cudaStream_t stream) {
   const int64_t count = n * pixels * channels;
-  if (count == 0) return cudaSuccess;
-  GlobalAvgPoolBackward<<<Blocks(count), kThreads, 0, stream>>>(dy, dx, n, pixels, channels);
-  return cudaGetLastError();
+  return LaunchGrid(GlobalAvgPoolBackward, count, stream, dy, dx, n, pixels, channels);
 }
 
 cudaError_t LaunchAvgPool(const float* x, float* y, const PoolGeometry& geometry,
                           cudaStream_t stream) {
   const int64_t outputs = geometry.n * geometry.out_h * geometry.out_w * geometry.c;
-  if (outputs == 0) return cudaSuccess;
-  AvgPool<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, geometry, outputs);
-  return cudaGetLastError();
+  return LaunchGrid(AvgPool, outputs, stream, x, y, geometry, outputs);
 }
 
 cudaError_t LaunchAvgPoolBackward(const float* dy, float* dx, const PoolGeometry& geometry,
                                   cudaStream_t stream) {
   const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
-  if (inputs == 0) return cudaSuccess;
-  AvgPoolBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
-  return cudaGetLastError();
+  return LaunchGrid(AvgPoolBackward, inputs, stream, dy, dx, geometry, inputs);
 }
 
 cudaError_t LaunchResizeBilinear(const float* x, float* y, const ResizeGeometry& geometry,
                                  cudaStream_t stream) {
   const int64_t outputs = geometry.n * geometry.out_h * geometry.out_w * geometry.c;
-  if (outputs == 0) return cudaSuccess;
-  ResizeBilinear<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, geometry, outputs);
-  return cudaGetLastError();
+  return LaunchGrid(ResizeBilinear, outputs, stream, x, y, geometry, outputs);
 }
 
 cudaError_t LaunchResizeBilinearBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
                                          cudaStream_t stream) {
   const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
-  if (inputs == 0) return cudaSuccess;
-  ResizeBilinearBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
-  return cudaGetLastError();
+  return LaunchGrid(ResizeBilinearBackward, inputs, stream, dy, dx, geometry, inputs);
 }
 
 cudaError_t LaunchResizeNearest(const float* x, float* y, const ResizeGeometry& geometry,
                                 cudaStream_t stream) {
   const int64_t outputs = geometry.n * geometry.out_h * geometry.out_w * geometry.c;
-  if (outputs == 0) return cudaSuccess;
-  ResizeNearest<<<Blocks(outputs), kThreads, 0, stream>>>(x, y, geometry, outputs);
-  return cudaGetLastError();
+  return LaunchGrid(ResizeNearest, outputs, stream, x, y, geometry, outputs);
 }
 
 cudaError_t LaunchResizeNearestBackward(const float* dy, float* dx, const ResizeGeometry& geometry,
                                         cudaStream_t stream) {
   const int64_t inputs = geometry.n * geometry.h * geometry.w * geometry.c;
-  if (inputs == 0) return cudaSuccess;
-  ResizeNearestBackward<<<Blocks(inputs), kThreads, 0, stream>>>(dy, dx, geometry, inputs);
-  return cudaGetLastError();
+  return LaunchGrid(ResizeNearestBackward, inputs, stream, dy, dx, geometry, inputs);
 }
 
 }  // namespace spillway::backends::cuda
