@@ -75,6 +75,11 @@ struct KernelCall {
   // the backend keeps its own scratch.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
+  // The instruction's own scratch buffer (program/workspaces.h: a
+  // convolution's padded copy of x), device memory in the arena for this
+  // kernel alone; null (0 bytes) where the Program gives it none.
+  void* scratch = nullptr;
+  int64_t scratch_bytes = 0;
 };
 
 }  // namespace spillway::backends

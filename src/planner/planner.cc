@@ -109,6 +109,7 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       hardware_(hardware),
       options_(options),
       workspace_bytes_(program::WorkspaceRegionBytes(graph, hardware.workspace_limit_bytes)),
+      scratch_bytes_(program::ScratchBytesByNode(graph, hardware.workspace_limit_bytes)),
       // Not value_or: that would build the two trial Programs even when the
       // order is given.
       backward_order_(options.backward_order.has_value()
@@ -257,7 +258,8 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
       return *std::move(recalled);
     }
   }
-  absl::StatusOr<program::Program> program = program::Rewrite(graph_, schedule_, plan);
+  absl::StatusOr<program::Program> program =
+      program::Rewrite(graph_, schedule_, plan, scratch_bytes_);
   if (!program.ok()) {
     outcome.status = program.status();
     return outcome;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -226,6 +227,9 @@ class PlanningContext {
   // hardware), and the budget left for tensors below it, which is what the
   // policies' own estimates of memory work against.
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  // The scratch buffer each node's kernel declares, by node id; empty where
+  // none does (program/workspaces.h).
+  std::span<const int64_t> scratch_bytes() const { return scratch_bytes_; }
   int64_t tensor_budget_bytes() const { return options_.budget_bytes - workspace_bytes_; }
 
   // Whether a plan may spill this value: the graph allows it and the device
@@ -324,6 +328,7 @@ class PlanningContext {
   analysis::HardwareProfile hardware_;
   PlannerOptions options_;
   int64_t workspace_bytes_ = 0;
+  std::vector<int64_t> scratch_bytes_;  // per node (program::ScratchBytesByNode)
   program::BackwardOrder backward_order_;
   std::vector<ir::NodeId> schedule_;
   sim::Simulator simulator_;

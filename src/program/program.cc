@@ -47,6 +47,8 @@ std::string BufferName(const Program& program, const Buffer& buffer) {
       return value + "@fetch";
     case BufferRole::kRecompute:
       return value + "@recompute";
+    case BufferRole::kScratch:
+      return value + "@scratch";
   }
   return value;
 }
@@ -107,6 +109,9 @@ std::string ProgramToText(const Program& program) {
             " {} ({}) reads [{}] writes [{}]", program.graph->node(instruction.node).name,
             ir::OpName(program.graph->node(instruction.node).op),
             BufferList(program, instruction.reads), BufferList(program, instruction.writes));
+        if (instruction.scratch != kNoBuffer) {
+          line += fmt::format(" scratch {}", BufferName(program, instruction.scratch));
+        }
         break;
       case InstructionKind::kCopyToHost:
       case InstructionKind::kCopyToDevice:

@@ -55,6 +55,11 @@ enum class BufferRole : uint8_t {
   kHost,       // its copy in host memory: "conv1@host"
   kFetch,      // that copy fetched back to the device: "conv1@fetch"
   kRecompute,  // the value rebuilt by recomputation: "conv1@recompute"
+  // Memory one kernel needs only while it runs (a convolution's zero-padded
+  // copy of its input, program/workspaces.h), allocated just before that
+  // instruction and freed just after it; `value` is the node's first
+  // output: "up4.up_conv@scratch".
+  kScratch,
 };
 
 struct Buffer {
@@ -101,6 +106,10 @@ struct Instruction {
   EventIds waits;
   EventId record = kNoEvent;
   int step = -1;  // the schedule step this instruction belongs to, for reports
+  // Compute and recompute: the kernel's own scratch buffer (kScratch), where
+  // the node declares one for the device; no other instruction reads or
+  // writes it.
+  BufferId scratch = kNoBuffer;
 };
 
 // When one instruction ran, in seconds from the start of the step: as the

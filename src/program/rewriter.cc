@@ -43,8 +43,9 @@ constexpr int kForever = ScheduleReads::kNever;
 
 class Rewriter {
  public:
-  Rewriter(const ir::Graph& graph, std::vector<ir::NodeId> schedule, const Plan& plan)
-      : graph_(graph), plan_(plan) {
+  Rewriter(const ir::Graph& graph, std::vector<ir::NodeId> schedule, const Plan& plan,
+           std::span<const int64_t> scratch_bytes)
+      : graph_(graph), plan_(plan), scratch_bytes_(scratch_bytes) {
     program_.graph = &graph;
     program_.schedule = std::move(schedule);
     // About one buffer per value and three instructions per step (an alloc,
@@ -176,12 +177,13 @@ class Rewriter {
     }
   }
 
-  BufferId NewBuffer(BufferRole role, ir::ValueId value, Memory memory, bool persistent) {
+  BufferId NewBuffer(BufferRole role, ir::ValueId value, Memory memory, bool persistent,
+                     int64_t bytes = -1) {
     Buffer buffer;
     buffer.id = static_cast<BufferId>(program_.buffers.size());
     buffer.role = role;
     buffer.value = value;
-    buffer.bytes = graph_.value(value).type.bytes();
+    buffer.bytes = bytes >= 0 ? bytes : graph_.value(value).type.bytes();
     buffer.memory = memory;
     buffer.persistent = persistent;
     program_.buffers.push_back(std::move(buffer));
@@ -210,6 +212,18 @@ class Rewriter {
     alloc.buffer = buffer;
     alloc.step = step;
     return static_cast<int>(program_.instructions.size()) - 1;
+  }
+
+  // The scratch buffer the kernel of `node` declares, allocated just before
+  // its instruction (which InsertFrees frees right after, its only access);
+  // kNoBuffer where it declares none.
+  BufferId EmitScratch(const ir::Node& node, int step) {
+    const size_t n = static_cast<size_t>(node.id);
+    if (n >= scratch_bytes_.size() || scratch_bytes_[n] == 0) return kNoBuffer;
+    const BufferId scratch = NewBuffer(BufferRole::kScratch, node.outputs.front(), Memory::kDevice,
+                                       false, scratch_bytes_[n]);
+    EmitAlloc(scratch, Stream::kCompute, step);
+    return scratch;
   }
 
   void AllocatePersistent() {
@@ -335,6 +349,7 @@ class Rewriter {
     recompute.writes.assign(node.outputs.size(), kNoBuffer);
     recompute.writes[0] = rebuilt;
     EmitAlloc(rebuilt, Stream::kCompute, step);
+    recompute.scratch = EmitScratch(node, step);
     Emit(std::move(recompute));
     live_[v] = {rebuilt, ExpiryOfRebuilt(value, step)};
     return absl::OkStatus();
@@ -423,6 +438,7 @@ class Rewriter {
       compute.writes.push_back(buffer);
       holder_[static_cast<size_t>(buffer)] = output;
     }
+    compute.scratch = EmitScratch(node, step);
     const int index = Emit(std::move(compute));
     last_compute_ = index;
     for (ir::ValueId output : node.outputs) {
@@ -456,6 +472,7 @@ class Rewriter {
         }
       };
       touch(instruction.buffer);
+      touch(instruction.scratch);
       for (BufferId buffer : instruction.reads) touch(buffer);
       for (BufferId buffer : instruction.writes) touch(buffer);
     }
@@ -490,6 +507,7 @@ class Rewriter {
 
   const ir::Graph& graph_;
   const Plan& plan_;
+  std::span<const int64_t> scratch_bytes_;  // per node; empty: none declares any
   Program program_;
   ScheduleReads reads_;
   std::vector<int> keep_until_;  // per value: the last step a kept value is read
@@ -507,8 +525,8 @@ class Rewriter {
 }  // namespace
 
 absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
-                                const Plan& plan) {
-  return Rewriter(graph, std::move(schedule), plan).Run();
+                                const Plan& plan, std::span<const int64_t> scratch_bytes) {
+  return Rewriter(graph, std::move(schedule), plan, scratch_bytes).Run();
 }
 
 HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,

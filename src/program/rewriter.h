@@ -43,9 +43,13 @@ struct ScheduleReads {
   static ScheduleReads Of(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule);
 };
 
+// `scratch_bytes`, indexed by node id (ScratchBytesByNode in
+// program/workspaces.h; empty for none), gives each compute or recompute of
+// a node that declares one a scratch buffer, allocated just before the
+// instruction and freed just after it.
 // Errors: the Plan spills or recomputes a value that cannot be (named).
 absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
-                                const Plan& plan);
+                                const Plan& plan, std::span<const int64_t> scratch_bytes = {});
 
 void AssignArena(Program& program, HeapAlgorithm& heap);
 

@@ -71,8 +71,21 @@ class Verifier {
   absl::Status CheckStructure() {
     const std::vector<Instruction>& instructions = program_.instructions;
     std::vector<int> computed(static_cast<size_t>(program_.graph->num_nodes()), 0);
+    std::vector<int> scratch_users(program_.buffers.size(), 0);
     for (size_t i = 0; i < instructions.size(); ++i) {
       const Instruction& instruction = instructions[i];
+      if (instruction.scratch != kNoBuffer && instruction.kind != InstructionKind::kCompute &&
+          instruction.kind != InstructionKind::kRecompute) {
+        return Error(Describe(i) + " has a scratch buffer but runs no kernel");
+      }
+      for (const BufferIds* list : {&instruction.reads, &instruction.writes}) {
+        for (BufferId buffer : *list) {
+          if (ValidBuffer(buffer) && program_.buffer(buffer).role == BufferRole::kScratch) {
+            return Error(fmt::format("{} reads or writes {}, which is a kernel's scratch",
+                                     Describe(i), Name(buffer)));
+          }
+        }
+      }
       switch (instruction.kind) {
         case InstructionKind::kAlloc:
         case InstructionKind::kFree:
@@ -101,6 +114,10 @@ class Verifier {
           }
           if (instruction.writes.size() != node.outputs.size()) {
             return Error(Describe(i) + " does not write one buffer per output");
+          }
+          if (instruction.scratch != kNoBuffer) {
+            RETURN_IF_ERROR(CheckScratch(i, instruction));
+            ++scratch_users[static_cast<size_t>(instruction.scratch)];
           }
           for (BufferId buffer : instruction.reads) {
             // A recompute skips the inputs it does not need (running statistics).
@@ -142,6 +159,13 @@ class Verifier {
           }
           break;
         }
+      }
+    }
+    for (const Buffer& buffer : program_.buffers) {
+      const int users = scratch_users[static_cast<size_t>(buffer.id)];
+      if (buffer.role == BufferRole::kScratch && users != 1) {
+        return Error(
+            fmt::format("{} is the scratch of {} kernels, not one", Name(buffer.id), users));
       }
     }
     for (const ir::Node& node : program_.graph->nodes()) {
@@ -426,6 +450,9 @@ class Verifier {
         }
         readers[b].push_back(i);
       }
+      if (instruction.scratch != kNoBuffer) {
+        RETURN_IF_ERROR(CheckResident(i, instruction.scratch, "uses as scratch"));
+      }
       for (size_t o = 0; o < instruction.writes.size(); ++o) {
         const BufferId buffer = instruction.writes[o];
         if (buffer == kNoBuffer) continue;
@@ -447,6 +474,19 @@ class Verifier {
         writer[b] = static_cast<int>(i);
         holder[b] = Written(instruction, o);
       }
+    }
+    return absl::OkStatus();
+  }
+
+  // A kernel's scratch is a device buffer of its own, which nothing keeps.
+  absl::Status CheckScratch(size_t i, const Instruction& instruction) const {
+    const BufferId scratch = instruction.scratch;
+    if (!ValidBuffer(scratch)) return Error(Describe(i) + " has no valid scratch buffer");
+    const Buffer& buffer = program_.buffer(scratch);
+    if (buffer.role != BufferRole::kScratch || buffer.memory != Memory::kDevice ||
+        buffer.persistent) {
+      return Error(fmt::format("{} takes {} as scratch, which is not a scratch device buffer",
+                               Describe(i), Name(scratch)));
     }
     return absl::OkStatus();
   }

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "program/rewriter.h"
 #include "program/test_graphs.h"
+#include "program/workspaces.h"
 #include "support/status_macros.h"
 
 namespace spillway::program {
@@ -224,6 +227,101 @@ TEST_F(VerifierTest, OverwritingABufferASpillIsStillCopying) {
   // b written over a while a's copy to the host may still be running.
   At(InstructionKind::kCompute, "b").writes[0] = BufferNamed("a");
   EXPECT_THAT(Error(), HasSubstr("overwrites buffer 'a' while instruction"));
+}
+
+// A convolution padded on one side only runs on a padded copy of x on the
+// GPU: its instruction has a scratch buffer of its own, allocated just
+// before it and freed just after. Each test breaks one rule about it.
+class ScratchTest : public ::testing::Test {
+ protected:
+  ScratchTest()
+      : graph_(ParseOrDie("graph g {\n"
+                          "  input %x: f32[1,5,5,3] nhwc\n"
+                          "  param %w: f32[4,2,2,3]\n"
+                          "  %y: f32[1,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
+                          "  %z: f32[1,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
+                          "  %r: f32[1,5,5,4] nhwc = add(%y, %z)\n"
+                          "  output %r\n"
+                          "}\n")) {
+    const std::vector<int64_t> scratch = ScratchBytesByNode(graph_, int64_t{64} << 20);
+    absl::StatusOr<Program> built =
+        Rewrite(graph_, TrainingSchedule(graph_), Plan("keep", graph_), scratch);
+    SPILLWAY_CHECK(built.ok());
+    program_ = *std::move(built);
+    LayOutArena(program_);
+  }
+
+  void SetUp() override {
+    absl::Status status = VerifyProgram(program_);
+    ASSERT_TRUE(status.ok()) << StatusMessage(status) << "\n" << ProgramToText(program_);
+  }
+
+  // The index of the instruction that runs node `name`.
+  size_t Kernel(std::string_view name) const {
+    for (size_t i = 0; i < program_.instructions.size(); ++i) {
+      const Instruction& instruction = program_.instructions[i];
+      if (instruction.node != ir::kNoNode && graph_.node(instruction.node).name == name) return i;
+    }
+    ADD_FAILURE() << "no kernel of " << name;
+    return 0;
+  }
+
+  std::string Error() const {
+    absl::Status status = VerifyProgram(program_);
+    EXPECT_FALSE(status.ok()) << ProgramToText(program_);
+    return std::string(StatusMessage(status));
+  }
+
+  ir::Graph graph_;
+  Program program_;
+};
+
+TEST_F(ScratchTest, TheRewriterAllocatesItJustAroundItsKernel) {
+  for (const char* name : {"y", "z"}) {
+    const size_t kernel = Kernel(name);
+    const BufferId scratch = program_.instructions[kernel].scratch;
+    ASSERT_NE(scratch, kNoBuffer) << name;
+    const Buffer& buffer = program_.buffer(scratch);
+    EXPECT_EQ(buffer.role, BufferRole::kScratch);
+    EXPECT_EQ(BufferName(program_, buffer), std::string(name) + "@scratch");
+    EXPECT_EQ(buffer.bytes, 6 * 6 * 3 * 4);  // x with a row and a column of zeros more
+    const Instruction& alloc = program_.instructions[kernel - 1];
+    const Instruction& free = program_.instructions[kernel + 1];
+    EXPECT_EQ(alloc.kind, InstructionKind::kAlloc);
+    EXPECT_EQ(alloc.buffer, scratch);
+    EXPECT_EQ(free.kind, InstructionKind::kFree);
+    EXPECT_EQ(free.buffer, scratch);
+  }
+  EXPECT_EQ(program_.instructions[Kernel("r")].scratch, kNoBuffer);
+}
+
+TEST_F(ScratchTest, UsedAfterItsFree) {
+  const size_t kernel = Kernel("y");
+  std::swap(program_.instructions[kernel], program_.instructions[kernel + 1]);
+  EXPECT_THAT(Error(),
+              HasSubstr("uses as scratch buffer 'y@scratch' after it may have been freed"));
+}
+
+TEST_F(ScratchTest, ReadByAnotherKernel) {
+  program_.instructions[Kernel("r")].reads[0] = program_.instructions[Kernel("y")].scratch;
+  EXPECT_THAT(Error(),
+              HasSubstr("reads or writes buffer 'y@scratch', which is a kernel's scratch"));
+}
+
+TEST_F(ScratchTest, SharedByTwoKernels) {
+  program_.instructions[Kernel("r")].scratch = program_.instructions[Kernel("y")].scratch;
+  EXPECT_THAT(Error(), HasSubstr("is the scratch of 2 kernels, not one"));
+}
+
+TEST_F(ScratchTest, NotAScratchBuffer) {
+  program_.instructions[Kernel("z")].scratch = program_.instructions[Kernel("y")].writes[0];
+  EXPECT_THAT(Error(), HasSubstr("takes buffer 'y' as scratch, which is not a scratch"));
+}
+
+TEST_F(ScratchTest, OnAnInstructionThatRunsNoKernel) {
+  const BufferId scratch = program_.instructions[Kernel("y")].scratch;
+  program_.instructions[Kernel("y") - 1].scratch = scratch;
+  EXPECT_THAT(Error(), HasSubstr("has a scratch buffer but runs no kernel"));
 }
 
 }  // namespace

@@ -34,6 +34,15 @@ int64_t PaddedCopyBytes(const ir::Node& convolution, const ir::TensorType& x) {
   return (s[1] + pads[0] + pads[2]) * (s[2] + pads[1] + pads[3]) * s[3] * ir::DTypeSize(x.dtype);
 }
 
+namespace {
+
+bool IsConvolution(ir::OpKind op) {
+  return op == ir::OpKind::kConv2d || op == ir::OpKind::kConv2dBackwardData ||
+         op == ir::OpKind::kConv2dBackwardWeight;
+}
+
+}  // namespace
+
 int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {
   if (limit <= 0) return 0;
   const auto type = [&](ir::ValueId id) -> const ir::TensorType& { return graph.value(id).type; };
@@ -44,12 +53,7 @@ int64_t DeclaredWorkspaceBytes(const ir::Graph& graph, const ir::Node& node, int
       int64_t largest = 0;
       for (ir::ValueId id : node.inputs) largest = std::max(largest, type(id).bytes());
       for (ir::ValueId id : node.outputs) largest = std::max(largest, type(id).bytes());
-      const ir::TensorType& x = node.op == ir::OpKind::kConv2d               ? type(node.inputs[0])
-                                : node.op == ir::OpKind::kConv2dBackwardData ? type(node.outputs[0])
-                                                                             : type(node.inputs[1]);
-      const int64_t copy = PaddedCopyBytes(node, x);
-      const int64_t algorithm = std::min(limit, largest);
-      return copy > 0 ? PaddedCopyOffset(algorithm) + copy : algorithm;
+      return std::min(limit, largest);
     }
     default: {
       std::vector<const ir::TensorType*> inputs;
@@ -65,6 +69,27 @@ int64_t WorkspaceRegionBytes(const ir::Graph& graph, int64_t limit) {
     region = std::max(region, DeclaredWorkspaceBytes(graph, node, limit));
   }
   return region;
+}
+
+int64_t DeclaredScratchBytes(const ir::Graph& graph, const ir::Node& node, int64_t limit) {
+  if (limit <= 0 || !IsConvolution(node.op)) return 0;
+  // x, the forward's input: the backward data's output, the backward
+  // filter's second input.
+  const ir::ValueId x = node.op == ir::OpKind::kConv2d               ? node.inputs[0]
+                        : node.op == ir::OpKind::kConv2dBackwardData ? node.outputs[0]
+                                                                     : node.inputs[1];
+  return PaddedCopyBytes(node, graph.value(x).type);
+}
+
+std::vector<int64_t> ScratchBytesByNode(const ir::Graph& graph, int64_t limit) {
+  std::vector<int64_t> bytes(static_cast<size_t>(graph.num_nodes()), 0);
+  bool any = false;
+  for (const ir::Node& node : graph.nodes()) {
+    bytes[static_cast<size_t>(node.id)] = DeclaredScratchBytes(graph, node, limit);
+    any = any || bytes[static_cast<size_t>(node.id)] > 0;
+  }
+  if (!any) bytes.clear();
+  return bytes;
 }
 
 }  // namespace spillway::program

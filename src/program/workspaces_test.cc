@@ -66,11 +66,11 @@ TEST(Workspaces, EachNodeDeclaresFromItsShapesAlone) {
 }
 
 // A convolution padded unlike on two sides runs on a padded copy of x (cuDNN
-// pads both sides alike): it declares the copy on top of the algorithm's
-// cap, after it rounded up to the copy's alignment, whichever way it
-// computes; a symmetric one declares none, and a device without a workspace
-// nothing at all.
-TEST(Workspaces, AConvolutionPaddedUnevenlyDeclaresAPaddedCopyOfX) {
+// pads both sides alike): it declares the copy as a scratch buffer of its
+// own, whichever way it computes, and only the algorithm's cap in the
+// region; a symmetric one declares no scratch, and a device without a
+// workspace nothing at all.
+TEST(Workspaces, AConvolutionPaddedUnevenlyDeclaresAPaddedCopyOfXAsItsScratch) {
   const ir::Graph graph = Parse(
       "graph g {\n"
       "  input %x: f32[2,5,5,3] nhwc\n"
@@ -80,19 +80,31 @@ TEST(Workspaces, AConvolutionPaddedUnevenlyDeclaresAPaddedCopyOfX) {
       "  %dx: f32[2,5,5,3] nhwc = conv2d_backward_data(%y, %w) "
       "{pads=[0,0,1,1], input_shape=[2,5,5,3]}\n"
       "  %dw: f32[4,2,2,3] = conv2d_backward_weight(%y, %x) {kernel=[2,2], pads=[0,0,1,1]}\n"
-      "  output %dx, %dw, %s\n"
+      "  %r: f32[2,5,5,4] nhwc = relu(%y)\n"
+      "  output %dx, %dw, %s, %r\n"
       "}\n");
   const int64_t copy = 6 * 6 * 3 * 4;         // an image of x, a row and a column more
   const int64_t largest = 2 * 5 * 5 * 4 * 4;  // y
   EXPECT_EQ(PaddedCopyBytes(NodeNamed(graph, "y"), graph.value(*graph.FindValue("x")).type), copy);
   for (const char* name : {"y", "dx", "dw"}) {
-    EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, name), 64 * kMiB),
-              PaddedCopyOffset(largest) + copy)
-        << name;
-    EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, name), 100), 256 + copy) << name;
-    EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, name), 0), 0) << name;
+    const ir::Node& node = NodeNamed(graph, name);
+    EXPECT_EQ(DeclaredWorkspaceBytes(graph, node, 64 * kMiB), largest) << name;
+    EXPECT_EQ(DeclaredWorkspaceBytes(graph, node, 100), 100) << name;
+    EXPECT_EQ(DeclaredScratchBytes(graph, node, 64 * kMiB), copy) << name;
+    EXPECT_EQ(DeclaredScratchBytes(graph, node, 100), copy) << name;
+    EXPECT_EQ(DeclaredScratchBytes(graph, node, 0), 0) << name;
   }
   EXPECT_EQ(DeclaredWorkspaceBytes(graph, NodeNamed(graph, "s"), 64 * kMiB), 2 * 5 * 5 * 3 * 4);
+  EXPECT_EQ(DeclaredScratchBytes(graph, NodeNamed(graph, "s"), 64 * kMiB), 0);
+  EXPECT_EQ(DeclaredScratchBytes(graph, NodeNamed(graph, "r"), 64 * kMiB), 0);
+
+  const std::vector<int64_t> by_node = ScratchBytesByNode(graph, 64 * kMiB);
+  ASSERT_EQ(by_node.size(), static_cast<size_t>(graph.num_nodes()));
+  for (const ir::Node& node : graph.nodes()) {
+    EXPECT_EQ(by_node[static_cast<size_t>(node.id)], DeclaredScratchBytes(graph, node, 64 * kMiB))
+        << node.name;
+  }
+  EXPECT_TRUE(ScratchBytesByNode(graph, 0).empty());
 }
 
 // The loss's scratch is a few kilobytes however many rows it averages: a

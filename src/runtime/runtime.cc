@@ -186,6 +186,20 @@ class Runtime::Impl {
   std::byte* Workspace() const {
     return program_.workspace_bytes > 0 ? arena_ + program_.workspace_offset : nullptr;
   }
+  // What kernel `instruction` may use: the workspace region, and its own
+  // scratch buffer where the Program gives it one.
+  backends::KernelCall Call(const Instruction& instruction, size_t index,
+                            backends::KernelContext context) const {
+    const bool scratch = instruction.scratch != program::kNoBuffer;
+    return {program_.graph->node(instruction.node),
+            kernel_inputs_[index],
+            kernel_outputs_[index],
+            context,
+            Workspace(),
+            program_.workspace_bytes,
+            scratch ? Address(instruction.scratch) : nullptr,
+            scratch ? program_.buffer(instruction.scratch).bytes : 0};
+  }
 
   void PrepareEvents();
   void RunStream(Stream stream, Step& step);
@@ -437,12 +451,7 @@ absl::Status Runtime::Impl::Prepare() {
         instruction.kind != InstructionKind::kRecompute) {
       continue;
     }
-    RETURN_IF_ERROR(backend_.PrepareKernel({graph.node(instruction.node),
-                                            kernel_inputs_[i],
-                                            kernel_outputs_[i],
-                                            {},
-                                            Workspace(),
-                                            program.workspace_bytes}));
+    RETURN_IF_ERROR(backend_.PrepareKernel(Call(instruction, i, {})));
   }
   std::sort(snapshot_buffers_.begin(), snapshot_buffers_.end());
   snapshot_buffers_.erase(std::unique(snapshot_buffers_.begin(), snapshot_buffers_.end()),
@@ -595,12 +604,7 @@ absl::Status Runtime::Impl::Execute(size_t index, Step& step) {
 absl::Status Runtime::Impl::RunKernel(size_t index, Step& step) {
   const Instruction& instruction = program_.instructions[index];
   const ir::Node& node = program_.graph->node(instruction.node);
-  const backends::KernelCall call{node,
-                                  kernel_inputs_[index],
-                                  kernel_outputs_[index],
-                                  backends::KernelContext{step.options.step},
-                                  Workspace(),
-                                  program_.workspace_bytes};
+  const backends::KernelCall call = Call(instruction, index, {step.options.step});
   StreamStats& stats = step.stats[StreamIndex(Stream::kCompute)];
   const Clock::time_point start = Clock::now();
   RETURN_IF_ERROR(backend_.RunKernel(Stream::kCompute, call));

@@ -34,6 +34,7 @@
 #include "program/plan.h"
 #include "program/rewriter.h"
 #include "program/test_graphs.h"
+#include "program/workspaces.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -72,11 +73,16 @@ class TestBackend final : public backends::Backend {
   void set_available(backends::AvailableMemory available) { available_ = available; }
   void set_alignment(int64_t alignment) { alignment_ = alignment; }
   void set_unsupported(ir::OpKind op) { unsupported_ = op; }
-  // Every kernel first writes garbage over the whole workspace it is handed.
+  // Every kernel first writes garbage over the whole workspace, and the
+  // scratch buffer, it is handed.
   void ScribbleOverWorkspaces() { scribble_ = true; }
   // The workspaces kernels were handed (address, bytes), and the last device
   // allocation (the arena).
   const std::set<std::pair<const void*, int64_t>>& workspaces() const { return workspaces_; }
+  // The scratch buffers kernels were handed (address, bytes), by node.
+  const std::map<std::string, std::pair<const void*, int64_t>>& scratches() const {
+    return scratches_;
+  }
   const void* last_device_allocation() const { return last_device_allocation_; }
   // Per stream, the kernels or copies of the last step, in the order they ran.
   const std::vector<Span>& log(Stream stream) const { return log_[StreamIndex(stream)]; }
@@ -111,6 +117,10 @@ class TestBackend final : public backends::Backend {
     if (scribble_ && call.workspace != nullptr) {
       std::memset(call.workspace, 0x7f, static_cast<size_t>(call.workspace_bytes));
     }
+    if (call.scratch != nullptr) {
+      scratches_[call.node.name] = {call.scratch, call.scratch_bytes};
+      if (scribble_) std::memset(call.scratch, 0x7f, static_cast<size_t>(call.scratch_bytes));
+    }
     return Logged(stream, [&] { return reference_.RunKernel(stream, call); });
   }
   absl::Status Copy(Stream stream, void* destination, const void* source, int64_t bytes) override {
@@ -126,6 +136,7 @@ class TestBackend final : public backends::Backend {
  private:
   bool scribble_ = false;
   std::set<std::pair<const void*, int64_t>> workspaces_;
+  std::map<std::string, std::pair<const void*, int64_t>> scratches_;
   const void* last_device_allocation_ = nullptr;
 
   static absl::StatusOr<void*> Poisoned(absl::StatusOr<void*> memory, int64_t bytes) {
@@ -377,6 +388,69 @@ TEST(Runtime, EveryKernelGetsTheWorkspaceRegionAndNoTensorLivesThere) {
   RunSteps(graph, plain, 1, &none);
   EXPECT_THAT(none.workspaces(),
               ::testing::ElementsAre(std::pair<const void*, int64_t>(nullptr, 0)));
+}
+
+models::ModelOptions SmallUNet() {
+  models::ModelOptions options;
+  options.batch = 1;
+  options.height = options.width = 32;
+  options.base_width = 4;
+  options.classes = 8;  // Initialize's labels are below 8
+  return options;
+}
+
+// A kernel's scratch buffer (U-Net's up-convolutions, padded on one side
+// only, run on a zero-padded copy of x on the GPU) is allocated around its
+// instruction alone: each such kernel is handed one of the declared size
+// inside the arena's tensors, and kernels that write all over theirs leave
+// the step's results as a Program without any gives.
+TEST(Runtime, AKernelsScratchBufferIsItsOwn) {
+  absl::StatusOr<ir::Graph> forward = models::BuildModel("unet", SmallUNet());
+  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+  const ir::Graph& graph = training->graph;
+  const Program plain = BuildOrDie(graph);
+  // The loss, and the input gradient of the last up-convolution.
+  const std::initializer_list<std::string_view> capture = {"loss", "bwd/up4.up_conv.data"};
+  const Outcome expected = RunSteps(graph, plain, 1, nullptr, capture);
+  // Finite (these weights make U-Net's later steps overflow), so that bytes
+  // written over would show.
+  for (const auto& [name, bytes] : expected.state) EXPECT_FALSE(HasNaN(bytes)) << name;
+  for (const auto& [name, bytes] : expected.captured.back()) EXPECT_FALSE(HasNaN(bytes)) << name;
+
+  const int64_t limit = int64_t{64} << 20;  // a GPU preset's
+  const std::vector<int64_t> scratch_bytes = program::ScratchBytesByNode(graph, limit);
+  absl::StatusOr<Program> with_scratch = program::Rewrite(
+      graph, program::TrainingSchedule(graph), program::Plan("none", graph), scratch_bytes);
+  ASSERT_TRUE(with_scratch.ok()) << StatusMessage(with_scratch.status());
+  with_scratch->workspace_bytes = program::WorkspaceRegionBytes(graph, limit);
+  program::LayOutArena(*with_scratch);
+  TestBackend backend;
+  backend.ScribbleOverWorkspaces();
+  const Outcome outcome = RunSteps(graph, *with_scratch, 1, &backend, capture);
+  EXPECT_EQ(outcome.state, expected.state);
+  EXPECT_EQ(outcome.captured, expected.captured);
+
+  const auto* arena = static_cast<const std::byte*>(backend.last_device_allocation());
+  std::set<std::string> declaring;
+  for (const ir::Node& node : graph.nodes()) {
+    if (scratch_bytes[static_cast<size_t>(node.id)] > 0) declaring.insert(node.name);
+  }
+  // The forward, input-gradient and filter-gradient convolutions of each of
+  // the four up-convolutions.
+  EXPECT_EQ(declaring.size(), 12u);
+  std::set<std::string> handed;
+  for (const auto& [name, scratch] : backend.scratches()) {
+    handed.insert(name);
+    const auto [address, bytes] = scratch;
+    EXPECT_EQ(bytes, scratch_bytes[static_cast<size_t>(*graph.FindNode(name))]) << name;
+    EXPECT_GE(static_cast<const std::byte*>(address), arena) << name;
+    EXPECT_LE(static_cast<const std::byte*>(address) + bytes,
+              arena + with_scratch->workspace_offset)
+        << name;
+  }
+  EXPECT_EQ(handed, declaring);
 }
 
 // Spilling and recomputing change where bytes live and when, never what the

@@ -114,11 +114,10 @@ struct CudnnConvolution::Descriptors {
   int64_t algorithm_bytes = 0;  // the algorithm's workspace
   // With padding cuDNN cannot describe, `x` is the padded copy's shape (and
   // cuDNN pads nothing); `window` is where a slice of the real x lies in the
-  // copy, which starts `copy_offset` bytes into the workspace.
+  // copy.
   int64_t x_image = 0;  // elements of one image of the real x
   bool padded = false;
   StridedView window;
-  int64_t copy_offset = 0;
 };
 
 CudnnConvolution::CudnnConvolution() : descriptors_(std::make_unique<Descriptors>()) {}
@@ -273,8 +272,7 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
   if (d.padded) {
     ASSIGN_OR_RETURN(d.window,
                      MakePaddedWindowView({d.slice, unpadded.h, unpadded.w, unpadded.c}, pads));
-    d.copy_offset = program::PaddedCopyOffset(d.algorithm_bytes);
-    convolution->workspace_bytes_ = d.copy_offset + PaddedCopyBytes(call);
+    convolution->copy_bytes_ = PaddedCopyBytes(call);
   }
   static constexpr std::array<std::string_view, 3> kDirections = {"forward", "backward data",
                                                                   "backward filter"};
@@ -285,8 +283,8 @@ absl::StatusOr<std::unique_ptr<CudnnConvolution>> CudnnConvolution::Create(
   return convolution;
 }
 
-absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
-                                   void* workspace) const {
+absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call, void* workspace,
+                                   void* padded_copy) const {
   const Descriptors& d = *descriptors_;
   const size_t workspace_size = static_cast<size_t>(d.algorithm_bytes);
   const int64_t slices = d.x.n / d.slice;
@@ -305,9 +303,10 @@ absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
                               "copying the accumulator"));
   }
   // The padded copy of a slice of x: zeros, with the slice in its window.
-  float* const copy =
-      d.padded ? reinterpret_cast<float*>(static_cast<std::byte*>(workspace) + d.copy_offset)
-               : nullptr;
+  float* const copy = d.padded ? static_cast<float*>(padded_copy) : nullptr;
+  if (d.padded && copy == nullptr) {
+    return absl::InternalError("a convolution padded unevenly was given no padded copy of x");
+  }
   const int64_t copy_bytes = d.slice * d.x.image() * static_cast<int64_t>(sizeof(float));
   auto pad_into_copy = [&](const float* slice) -> absl::Status {
     RETURN_IF_ERROR(CheckCuda(cudaMemsetAsync(copy, 0, static_cast<size_t>(copy_bytes), stream),

@@ -52,22 +52,24 @@ class CudnnConvolution {
   // For the convolution node of `call` (only the types are read). Fails with
   // Unimplemented where cuDNN cannot run it (an image too large for one
   // slice, no algorithm within the settings' limit, which is for the
-  // algorithm alone: a padded copy comes on top).
+  // algorithm alone: a padded copy is apart from it).
   static absl::StatusOr<std::unique_ptr<CudnnConvolution>> Create(
       cudnnHandle_t handle, const KernelCall& call, const ConvolutionSettings& settings);
   ~CudnnConvolution();
   CudnnConvolution(const CudnnConvolution&) = delete;
   CudnnConvolution& operator=(const CudnnConvolution&) = delete;
 
-  // The workspace the chosen algorithm needs, in bytes, with the padded
-  // copy of x after it where there is one.
+  // The workspace the chosen algorithm needs, in bytes.
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  // The padded copy of x it runs on (PaddedCopyBytes); 0 where it runs on x.
+  int64_t copy_bytes() const { return copy_bytes_; }
   // "backward filter: algo 1 (deterministic), 2 slices of the batch", for reports.
   const std::string& description() const { return description_; }
 
   // Runs the call (same shapes as at Create) on the handle's stream, with
-  // `workspace` of at least workspace_bytes().
-  absl::Status Run(cudnnHandle_t handle, const KernelCall& call, void* workspace) const;
+  // `workspace` of at least workspace_bytes() and, where copy_bytes() is not
+  // 0, `copy` of that many bytes.
+  absl::Status Run(cudnnHandle_t handle, const KernelCall& call, void* workspace, void* copy) const;
 
  private:
   struct Descriptors;
@@ -75,6 +77,7 @@ class CudnnConvolution {
 
   std::unique_ptr<Descriptors> descriptors_;
   int64_t workspace_bytes_ = 0;
+  int64_t copy_bytes_ = 0;
   std::string description_;
 };
 

@@ -401,16 +401,12 @@ CrossEntropy MakeCrossEntropy(const ir::AttrMap& attrs, const TensorRef& logits,
 }
 
 // The most workspace a convolution algorithm for `call` may use: the
-// backend's limit, and no more than the Program's workspace leaves beside
-// the padded copy of x (if the padding needs one) where the Program gives one.
+// backend's limit, and no more than the Program's workspace where the call
+// carries one (a padded copy of x is not in it, but in the instruction's
+// scratch buffer).
 int64_t ConvolutionLimit(const KernelCall& call, int64_t backend_limit) {
   if (call.workspace == nullptr) return backend_limit;
-  const int64_t copy = PaddedCopyBytes(call);
-  if (copy == 0) return std::min(backend_limit, call.workspace_bytes);
-  // PaddedCopyOffset(algorithm) + copy must fit: whole alignment units.
-  const int64_t room = std::max<int64_t>(call.workspace_bytes - copy, 0);
-  return std::min(backend_limit,
-                  room / program::kPaddedCopyAlignment * program::kPaddedCopyAlignment);
+  return std::min(backend_limit, call.workspace_bytes);
 }
 
 bool CudaHasKernel(ir::OpKind op) {
@@ -525,6 +521,30 @@ absl::StatusOr<void*> CudaOps::Scratch(const KernelCall& call, int64_t needed) {
   return scratch_;
 }
 
+absl::StatusOr<CudaOps::ConvolutionMemory> CudaOps::MemoryFor(const KernelCall& call,
+                                                              const CudnnConvolution& convolution) {
+  const int64_t copy = convolution.copy_bytes();
+  if (call.workspace == nullptr && call.scratch == nullptr) {
+    // The copy after the workspace, at cudaMalloc's alignment.
+    constexpr int64_t kAlignment = 256;
+    const int64_t offset =
+        (convolution.workspace_bytes() + kAlignment - 1) / kAlignment * kAlignment;
+    RETURN_IF_ERROR(EnsureScratch(copy > 0 ? offset + copy : convolution.workspace_bytes()));
+    return ConvolutionMemory{scratch_,
+                             copy > 0 ? static_cast<std::byte*>(scratch_) + offset : nullptr};
+  }
+  ASSIGN_OR_RETURN(void* const workspace, Scratch(call, convolution.workspace_bytes()));
+  // The planner declared the copy as the instruction's scratch
+  // (program/workspaces.h): a shortfall is a planning bug.
+  if (copy > call.scratch_bytes) {
+    return absl::InternalError(
+        fmt::format("the convolution needs {} for its padded copy of x and the Program gives it {} "
+                    "of scratch",
+                    FormatBytes(copy), FormatBytes(call.scratch_bytes)));
+  }
+  return ConvolutionMemory{workspace, copy > 0 ? call.scratch : nullptr};
+}
+
 absl::Status CudaOps::EnsureScratch(int64_t bytes) {
   if (bytes <= scratch_bytes_) return absl::OkStatus();
   // Only before a step (or between the op tests' kernels): cudaFree waits for
@@ -541,7 +561,7 @@ absl::Status CudaOps::EnsureScratch(int64_t bytes) {
 absl::Status CudaOps::Prepare(const KernelCall& call) {
   if (IsConvolution(call.node.op)) {
     ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
-    RETURN_IF_ERROR(Scratch(call, convolution->workspace_bytes()).status());
+    RETURN_IF_ERROR(MemoryFor(call, *convolution).status());
   } else {
     RETURN_IF_ERROR(Scratch(call, OwnScratchBytes(call)).status());
   }
@@ -779,9 +799,9 @@ absl::Status CudaOps::Run(cudaStream_t stream, const KernelCall& call) {
     case ir::OpKind::kConv2dBackwardWeight: {
       if (y.data == nullptr) return absl::OkStatus();
       ASSIGN_OR_RETURN(const CudnnConvolution* convolution, Convolution(call));
-      ASSIGN_OR_RETURN(void* const workspace, Scratch(call, convolution->workspace_bytes()));
+      ASSIGN_OR_RETURN(const ConvolutionMemory memory, MemoryFor(call, *convolution));
       RETURN_IF_ERROR(CheckCudnn(cudnnSetStream(cudnn_, stream), "setting cuDNN's stream"));
-      return convolution->Run(cudnn_, call, workspace);
+      return convolution->Run(cudnn_, call, memory.workspace, memory.copy);
     }
     case ir::OpKind::kMatMul:
     case ir::OpKind::kLinear:

@@ -99,6 +99,16 @@ class CudaOps {
   // grown to fit.
   absl::StatusOr<void*> Scratch(const KernelCall& call, int64_t needed);
   absl::Status EnsureScratch(int64_t bytes);
+  // Where a convolution's algorithm workspace and its padded copy of x (if
+  // it runs on one) go: the Program's workspace and the instruction's
+  // scratch buffer, or without either (the op tests) the backend's own
+  // scratch, the copy after the workspace.
+  struct ConvolutionMemory {
+    void* workspace = nullptr;
+    void* copy = nullptr;
+  };
+  absl::StatusOr<ConvolutionMemory> MemoryFor(const KernelCall& call,
+                                              const CudnnConvolution& convolution);
 
   cudnnHandle_t cudnn_;
   Cublas cublas_;
