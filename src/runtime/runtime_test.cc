@@ -421,18 +421,6 @@ TEST(Runtime, AKernelsScratchBufferIsItsOwn) {
 
   const int64_t limit = int64_t{64} << 20;  // a GPU preset's
   const std::vector<int64_t> scratch_bytes = program::ScratchBytesByNode(graph, limit);
-  absl::StatusOr<Program> with_scratch = program::Rewrite(
-      graph, program::TrainingSchedule(graph), program::Plan("none", graph), scratch_bytes);
-  ASSERT_TRUE(with_scratch.ok()) << StatusMessage(with_scratch.status());
-  with_scratch->workspace_bytes = program::WorkspaceRegionBytes(graph, limit);
-  program::LayOutArena(*with_scratch);
-  TestBackend backend;
-  backend.ScribbleOverWorkspaces();
-  const Outcome outcome = RunSteps(graph, *with_scratch, 1, &backend, capture);
-  EXPECT_EQ(outcome.state, expected.state);
-  EXPECT_EQ(outcome.captured, expected.captured);
-
-  const auto* arena = static_cast<const std::byte*>(backend.last_device_allocation());
   std::set<std::string> declaring;
   for (const ir::Node& node : graph.nodes()) {
     if (scratch_bytes[static_cast<size_t>(node.id)] > 0) declaring.insert(node.name);
@@ -440,17 +428,53 @@ TEST(Runtime, AKernelsScratchBufferIsItsOwn) {
   // The forward, input-gradient and filter-gradient convolutions of each of
   // the four up-convolutions.
   EXPECT_EQ(declaring.size(), 12u);
-  std::set<std::string> handed;
-  for (const auto& [name, scratch] : backend.scratches()) {
-    handed.insert(name);
-    const auto [address, bytes] = scratch;
-    EXPECT_EQ(bytes, scratch_bytes[static_cast<size_t>(*graph.FindNode(name))]) << name;
-    EXPECT_GE(static_cast<const std::byte*>(address), arena) << name;
-    EXPECT_LE(static_cast<const std::byte*>(address) + bytes,
-              arena + with_scratch->workspace_offset)
-        << name;
+
+  // Keeping everything, and rebuilding for the backward pass each
+  // concatenation that an up-convolution's output went into: that runs the
+  // up-convolution again (its output is freed after the forward pass), with
+  // a scratch of its own.
+  program::Plan recomputing("recompute the up-convolutions", graph);
+  for (int level = 1; level <= 4; ++level) {
+    recomputing.Recompute(*graph.FindValue(fmt::format("up{}.concat", level)));
   }
-  EXPECT_EQ(handed, declaring);
+  for (const program::Plan& plan : {program::Plan("none", graph), recomputing}) {
+    SCOPED_TRACE(plan.policy());
+    absl::StatusOr<Program> with_scratch =
+        program::Rewrite(graph, program::TrainingSchedule(graph), plan, scratch_bytes);
+    ASSERT_TRUE(with_scratch.ok()) << StatusMessage(with_scratch.status());
+    with_scratch->workspace_bytes = program::WorkspaceRegionBytes(graph, limit);
+    program::LayOutArena(*with_scratch);
+    std::set<std::string> recomputed_with_scratch;
+    for (const Instruction& instruction : with_scratch->instructions) {
+      if (instruction.kind == InstructionKind::kRecompute &&
+          instruction.scratch != program::kNoBuffer) {
+        recomputed_with_scratch.insert(graph.node(instruction.node).name);
+      }
+    }
+    const std::set<std::string> up_convolutions = {"up1.up_conv", "up2.up_conv", "up3.up_conv",
+                                                   "up4.up_conv"};
+    EXPECT_EQ(recomputed_with_scratch,
+              plan.policy() == "none" ? std::set<std::string>() : up_convolutions);
+
+    TestBackend backend;
+    backend.ScribbleOverWorkspaces();
+    const Outcome outcome = RunSteps(graph, *with_scratch, 1, &backend, capture);
+    EXPECT_EQ(outcome.state, expected.state);
+    EXPECT_EQ(outcome.captured, expected.captured);
+
+    const auto* arena = static_cast<const std::byte*>(backend.last_device_allocation());
+    std::set<std::string> handed;
+    for (const auto& [name, scratch] : backend.scratches()) {
+      handed.insert(name);
+      const auto [address, bytes] = scratch;
+      EXPECT_EQ(bytes, scratch_bytes[static_cast<size_t>(*graph.FindNode(name))]) << name;
+      EXPECT_GE(static_cast<const std::byte*>(address), arena) << name;
+      EXPECT_LE(static_cast<const std::byte*>(address) + bytes,
+                arena + with_scratch->workspace_offset)
+          << name;
+    }
+    EXPECT_EQ(handed, declaring);
+  }
 }
 
 // Spilling and recomputing change where bytes live and when, never what the
