@@ -34,7 +34,8 @@ struct CudaBackendOptions {
   // The most workspace a convolution's algorithm may use, and no more than
   // the Program's workspace region where the plan reserved one (a GPU
   // hardware profile, program/workspaces.h); the kernels' scratch is that
-  // region, or else the backend's own, allocated before the first step,
+  // region (and a convolution's padded copy of x the instruction's scratch
+  // buffer), or else the backend's own, allocated before the first step,
   // outside the arena.
   int64_t workspace_limit = int64_t{64} << 20;
 };

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "models/models.h"
 #include "program/plan.h"
 #include "program/rewriter.h"
+#include "program/workspaces.h"
 #include "runtime/runtime.h"
 #include "support/check.h"
 #include "support/status_macros.h"
@@ -126,21 +128,24 @@ TEST(CudaBackend, WithoutADeviceCreatingItSaysWhy) {
   EXPECT_THAT(StatusMessage(backend.status()), HasSubstr("no usable CUDA device"));
 }
 
-// The graph's outputs after one step, from a backend.
-absl::StatusOr<std::map<std::string, std::vector<std::byte>>> RunOnce(const ir::Graph& graph,
-                                                                      Backend& backend) {
-  program::Plan plan("pinned", graph);
-  RETURN_IF_ERROR(program::ApplyPins(graph, plan));
-  ASSIGN_OR_RETURN(const program::Program program,
-                   program::BuildProgram(graph, program::TrainingSchedule(graph), plan));
-  if (program.host_bytes == 0) return absl::InternalError("the test plan spills nothing");
+// The graph's outputs after one step of `program` on a backend: floats in
+// [-1, 1], integers (labels) in [0, 8).
+absl::StatusOr<std::map<std::string, std::vector<std::byte>>> RunOnce(
+    const ir::Graph& graph, const program::Program& program, Backend& backend) {
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::Runtime> runtime,
                    runtime::Runtime::Create(program, backend, program.arena_bytes));
   for (ir::ValueId input : graph.inputs()) {
     const ir::Value& value = graph.value(input);
+    auto pattern = [&](size_t i) { return (static_cast<int64_t>(i) * 7 + input * 13) % 17; };
+    if (value.type.dtype == ir::DType::kI64) {
+      std::vector<int64_t> values(static_cast<size_t>(value.type.bytes()) / sizeof(int64_t));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = pattern(i) % 8;
+      RETURN_IF_ERROR(runtime->Write(input, std::as_bytes(std::span(values))));
+      continue;
+    }
     std::vector<float> values(static_cast<size_t>(value.type.bytes()) / sizeof(float));
     for (size_t i = 0; i < values.size(); ++i) {
-      values[i] = static_cast<float>((static_cast<int64_t>(i) * 7 + input * 13) % 17 - 8) / 8.0f;
+      values[i] = static_cast<float>(pattern(i) - 8) / 8.0f;
     }
     RETURN_IF_ERROR(runtime->Write(input, std::as_bytes(std::span(values))));
   }
@@ -153,6 +158,58 @@ absl::StatusOr<std::map<std::string, std::vector<std::byte>>> RunOnce(const ir::
     RETURN_IF_ERROR(runtime->Read(output, bytes));
   }
   return outputs;
+}
+
+// The same, for the graph's pinned plan, which must spill.
+absl::StatusOr<std::map<std::string, std::vector<std::byte>>> RunOnce(const ir::Graph& graph,
+                                                                      Backend& backend) {
+  program::Plan plan("pinned", graph);
+  RETURN_IF_ERROR(program::ApplyPins(graph, plan));
+  ASSIGN_OR_RETURN(const program::Program program,
+                   program::BuildProgram(graph, program::TrainingSchedule(graph), plan));
+  if (program.host_bytes == 0) return absl::InternalError("the test plan spills nothing");
+  return RunOnce(graph, program, backend);
+}
+
+// U-Net's up-convolutions, padded on one side only, run on a padded copy of
+// x: in the instruction's scratch buffer where the Program gives one, else
+// after the algorithm's workspace in the backend's own scratch. With the
+// same algorithm limit (the Program's workspace region as large as the
+// backend's limit), the two give the same bits.
+TEST(CudaBackend, APaddedCopyInTheProgramsScratchGivesTheBitsOfOneInTheBackends) {
+  if (absl::StatusOr<int> devices = CountDevices(); !devices.ok()) {
+    GTEST_SKIP() << StatusMessage(devices.status());
+  }
+  models::ModelOptions options;
+  options.batch = 1;
+  options.height = options.width = 32;
+  options.base_width = 4;
+  options.classes = 8;
+  absl::StatusOr<ir::Graph> forward = models::BuildModel("unet", options);
+  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+  const ir::Graph& graph = training->graph;
+  const program::Plan keep("none", graph);
+  absl::StatusOr<program::Program> plain =
+      program::BuildProgram(graph, program::TrainingSchedule(graph), keep);
+  ASSERT_TRUE(plain.ok()) << StatusMessage(plain.status());
+  const int64_t limit = CudaBackendOptions{}.workspace_limit;
+  absl::StatusOr<program::Program> with_scratch = program::Rewrite(
+      graph, program::TrainingSchedule(graph), keep, program::ScratchBytesByNode(graph, limit));
+  ASSERT_TRUE(with_scratch.ok()) << StatusMessage(with_scratch.status());
+  with_scratch->workspace_bytes = limit;
+  program::LayOutArena(*with_scratch);
+
+  absl::StatusOr<std::unique_ptr<CudaBackend>> gpu = CudaBackend::Create({});
+  ASSERT_TRUE(gpu.ok()) << StatusMessage(gpu.status());
+  absl::StatusOr<std::map<std::string, std::vector<std::byte>>> expected =
+      RunOnce(graph, *plain, **gpu);
+  ASSERT_TRUE(expected.ok()) << StatusMessage(expected.status());
+  absl::StatusOr<std::map<std::string, std::vector<std::byte>>> outputs =
+      RunOnce(graph, *with_scratch, **gpu);
+  ASSERT_TRUE(outputs.ok()) << StatusMessage(outputs.status());
+  EXPECT_EQ(*outputs, *expected);
 }
 
 // Element-wise f32 kernels round like the CPU's (a lone add or multiply), so
