@@ -224,7 +224,17 @@ absl::StatusOr<SolverResult> SolveMilp(const LinearProgram& program, const Solve
   const bool has_solution =
       Cbc_numberSavedSolutions(model.get()) > 0 || Cbc_bestSolution(model.get()) != nullptr;
   if (Cbc_isProvenInfeasible(model.get()) && !has_solution) {
-    result.status = SolverResult::Status::kInfeasible;
+    if (options.start.empty()) {
+      result.status = SolverResult::Status::kInfeasible;
+      return result;
+    }
+    // The start is feasible (the caller checked it), so the claim is wrong:
+    // CBC has been seen to make it when its time limit stopped it in
+    // preprocessing (DeepLabV3+ on PCIe at its tightest budget, once in
+    // two runs). Nothing is proven; the start is the best solution known.
+    result.status = SolverResult::Status::kStoppedWithSolution;
+    result.point = options.start;
+    result.objective = program.Objective(options.start);
     return result;
   }
   if (has_solution) {

@@ -53,7 +53,9 @@ class LinearProgram {
 
 struct SolverOptions {
   double time_limit_s = 60;
-  // A feasible point to start from (a MIP start), or empty.
+  // A feasible point to start from (a MIP start), or empty. With one, the
+  // result is never kInfeasible: a claim of CBC's that contradicts the start
+  // is reported as stopped, with the start as its solution and no bound.
   std::vector<double> start;
 };
 

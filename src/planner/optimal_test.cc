@@ -278,5 +278,34 @@ TEST(Optimal, TheModelIsWrittenInLpAndMpsForm) {
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A MIP start is a point the caller has checked to be feasible, so CBC's
+// claim that the program is infeasible can only be wrong (it has made one when
+// its time limit stopped its preprocessing): the answer is then "stopped",
+// with the start as its best solution and nothing proven. Without a start
+// the same claim stands. The program here really is infeasible (x >= 1 and
+// x <= 0), and the start breaks the promise, to reach the claim at will.
+TEST(Optimal, AClaimOfInfeasibilityThatContradictsTheStartIsNotBelieved) {
+  if (!HaveMilpSolver()) GTEST_SKIP() << "built without CBC (coinor-libcbc-dev)";
+  LinearProgram program;
+  const int x = program.AddColumn({.name = "x", .upper = 1, .objective = 1, .integer = true});
+  const int y = program.AddColumn({.name = "y", .upper = 1, .objective = 2, .integer = true});
+  program.AddRow({.name = "at least one", .terms = {{x, 1}, {y, 1}}, .lower = 1});
+  program.AddRow({.name = "neither", .terms = {{x, 1}, {y, 1}}, .upper = 0});
+
+  absl::StatusOr<SolverResult> without_start =
+      SolveMilp(program, {.time_limit_s = 10, .start = {}});
+  ASSERT_TRUE(without_start.ok()) << without_start.status();
+  EXPECT_EQ(without_start->status, SolverResult::Status::kInfeasible);
+
+  const std::vector<double> start = {0, 1};
+  absl::StatusOr<SolverResult> with_start =
+      SolveMilp(program, {.time_limit_s = 10, .start = start});
+  ASSERT_TRUE(with_start.ok()) << with_start.status();
+  EXPECT_EQ(with_start->status, SolverResult::Status::kStoppedWithSolution);
+  EXPECT_EQ(with_start->point, start);
+  EXPECT_EQ(with_start->objective, 2);
+  EXPECT_EQ(with_start->bound, -kInfinity);
+}
+
 }  // namespace
 }  // namespace spillway::planner
