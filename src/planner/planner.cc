@@ -109,7 +109,6 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       hardware_(hardware),
       options_(options),
       workspace_bytes_(program::WorkspaceRegionBytes(graph, hardware.workspace_limit_bytes)),
-      scratch_bytes_(program::ScratchBytesByNode(graph, hardware.workspace_limit_bytes)),
       // Not value_or: that would build the two trial Programs even when the
       // order is given.
       backward_order_(options.backward_order.has_value()
@@ -117,13 +116,15 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
                           : ChooseBackwardOrder(graph, options.host_link,
                                                 options.budget_bytes - workspace_bytes_,
                                                 options.fetch_twice)),
-      schedule_(program::TrainingSchedule(graph, backward_order_)),
+      rewrite_(program::RewriteSetup::Of(
+          graph, program::TrainingSchedule(graph, backward_order_),
+          program::ScratchBytesByNode(graph, hardware.workspace_limit_bytes))),
       simulator_(graph, cost_model, sim::SimulatorOptions{.copy_engines = hardware.copy_engines}) {
-  reads_ = program::ScheduleReads::Of(graph, schedule_);
   pins_ = program::ReadPins(graph);
-  ideal_start_s_.assign(schedule_.size() + 1, 0.0);
-  for (size_t step = 0; step < schedule_.size(); ++step) {
-    ideal_start_s_[step + 1] = ideal_start_s_[step] + simulator_.node_seconds(schedule_[step]);
+  const std::vector<ir::NodeId>& schedule = rewrite_.schedule;
+  ideal_start_s_.assign(schedule.size() + 1, 0.0);
+  for (size_t step = 0; step < schedule.size(); ++step) {
+    ideal_start_s_[step + 1] = ideal_start_s_[step] + simulator_.node_seconds(schedule[step]);
   }
   saved_ = autodiff::SavedTensors(graph);
   std::stable_sort(saved_.begin(), saved_.end(),
@@ -258,8 +259,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
       return *std::move(recalled);
     }
   }
-  absl::StatusOr<program::Program> program =
-      program::Rewrite(graph_, schedule_, plan, scratch_bytes_);
+  absl::StatusOr<program::Program> program = program::Rewrite(graph_, rewrite_, plan);
   if (!program.ok()) {
     outcome.status = program.status();
     return outcome;

@@ -17,7 +17,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -216,7 +215,7 @@ class PlanningContext {
 
   const ir::Graph& graph() const { return graph_; }
   const analysis::HardwareProfile& hardware() const { return hardware_; }
-  const std::vector<ir::NodeId>& schedule() const { return schedule_; }
+  const std::vector<ir::NodeId>& schedule() const { return rewrite_.schedule; }
   program::BackwardOrder backward_order() const { return backward_order_; }
   const analysis::CostModel& cost_model() const { return cost_model_; }
   const sim::Simulator& simulator() const { return simulator_; }
@@ -227,9 +226,8 @@ class PlanningContext {
   // hardware), and the budget left for tensors below it, which is what the
   // policies' own estimates of memory work against.
   int64_t workspace_bytes() const { return workspace_bytes_; }
-  // The scratch buffer each node's kernel declares, by node id; empty where
-  // none does (program/workspaces.h).
-  std::span<const int64_t> scratch_bytes() const { return scratch_bytes_; }
+  // What every rewrite of a candidate Plan starts from (program/rewriter.h).
+  const program::RewriteSetup& rewrite_setup() const { return rewrite_; }
   int64_t tensor_budget_bytes() const { return options_.budget_bytes - workspace_bytes_; }
 
   // Whether a plan may spill this value: the graph allows it and the device
@@ -240,16 +238,18 @@ class PlanningContext {
 
   // Saved activations, in the order of their producers in the schedule.
   const std::vector<autodiff::SavedTensor>& saved() const { return saved_; }
-  int step_of(ir::NodeId node) const { return reads_.step_of_node[static_cast<size_t>(node)]; }
+  int step_of(ir::NodeId node) const {
+    return rewrite_.reads.step_of_node[static_cast<size_t>(node)];
+  }
   // The first step that reads a value in the backward or update phase.
   int first_backward_read(ir::ValueId value) const {
-    return reads_.first_backward_read[static_cast<size_t>(value)];
+    return rewrite_.reads.first_backward_read[static_cast<size_t>(value)];
   }
   // The last forward step that reads a value (its producer's step if none).
   int last_forward_read(ir::ValueId value) const {
     const ir::NodeId producer = graph_.value(value).producer;
     return std::max(producer == ir::kNoNode ? -1 : step_of(producer),
-                    reads_.last_forward_read[static_cast<size_t>(value)]);
+                    rewrite_.reads.last_forward_read[static_cast<size_t>(value)]);
   }
   // When each step starts if nothing stalls: the `none` timeline.
   double ideal_start_s(int step) const { return ideal_start_s_[static_cast<size_t>(step)]; }
@@ -328,12 +328,11 @@ class PlanningContext {
   analysis::HardwareProfile hardware_;
   PlannerOptions options_;
   int64_t workspace_bytes_ = 0;
-  std::vector<int64_t> scratch_bytes_;  // per node (program::ScratchBytesByNode)
   program::BackwardOrder backward_order_;
-  std::vector<ir::NodeId> schedule_;
+  // The schedule, when it reads each value, and what rewriting needs.
+  program::RewriteSetup rewrite_;
   sim::Simulator simulator_;
   std::vector<autodiff::SavedTensor> saved_;
-  program::ScheduleReads reads_;
   absl::StatusOr<std::vector<program::Pin>> pins_;  // the graph's, read once
   std::vector<double> ideal_start_s_;               // one per step, and the end
   // What examining one candidate found, before any bookkeeping: nothing

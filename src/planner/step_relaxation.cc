@@ -26,8 +26,7 @@ constexpr double kKiB = 1024;          // bytes
 absl::StatusOr<std::vector<int64_t>> KeptBytesPerStep(const PlanningContext& context) {
   const ir::Graph& graph = context.graph();
   ASSIGN_OR_RETURN(program::Program kept,
-                   program::Rewrite(graph, context.schedule(), program::Plan("none", graph),
-                                    context.scratch_bytes()));
+                   program::Rewrite(graph, context.rewrite_setup(), program::Plan("none", graph)));
   std::vector<int64_t> bytes(context.schedule().size(), 0);
   int64_t live = 0;
   for (const program::Instruction& instruction : kept.instructions) {

@@ -43,11 +43,14 @@ constexpr int kForever = ScheduleReads::kNever;
 
 class Rewriter {
  public:
-  Rewriter(const ir::Graph& graph, std::vector<ir::NodeId> schedule, const Plan& plan,
-           std::span<const int64_t> scratch_bytes)
-      : graph_(graph), plan_(plan), scratch_bytes_(scratch_bytes) {
+  Rewriter(const ir::Graph& graph, const RewriteSetup& setup, const Plan& plan)
+      : graph_(graph),
+        plan_(plan),
+        reads_(setup.reads),
+        value_bytes_(setup.value_bytes),
+        scratch_bytes_(setup.scratch_bytes) {
     program_.graph = &graph;
-    program_.schedule = std::move(schedule);
+    program_.schedule = setup.schedule;
     // About one buffer per value and three instructions per step (an alloc,
     // the compute, a free): reserved so that building seldom moves them.
     program_.buffers.reserve(static_cast<size_t>(graph.num_values()));
@@ -99,7 +102,6 @@ class Rewriter {
   void Analyze() {
     const size_t num_values = static_cast<size_t>(graph_.num_values());
     const int num_steps = static_cast<int>(program_.schedule.size());
-    reads_ = ScheduleReads::Of(graph_, program_.schedule);
     ExtendKeptLifetimes();
     is_output_.assign(num_values, false);
     for (ir::ValueId output : graph_.outputs()) is_output_[static_cast<size_t>(output)] = true;
@@ -183,7 +185,7 @@ class Rewriter {
     buffer.id = static_cast<BufferId>(program_.buffers.size());
     buffer.role = role;
     buffer.value = value;
-    buffer.bytes = bytes >= 0 ? bytes : graph_.value(value).type.bytes();
+    buffer.bytes = bytes >= 0 ? bytes : value_bytes_[static_cast<size_t>(value)];
     buffer.memory = memory;
     buffer.persistent = persistent;
     program_.buffers.push_back(std::move(buffer));
@@ -507,9 +509,10 @@ class Rewriter {
 
   const ir::Graph& graph_;
   const Plan& plan_;
+  const ScheduleReads& reads_;
+  std::span<const int64_t> value_bytes_;
   std::span<const int64_t> scratch_bytes_;  // per node; empty: none declares any
   Program program_;
-  ScheduleReads reads_;
   std::vector<int> keep_until_;  // per value: the last step a kept value is read
   std::vector<bool> is_output_;
   std::vector<Live> live_;
@@ -524,9 +527,26 @@ class Rewriter {
 
 }  // namespace
 
+RewriteSetup RewriteSetup::Of(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
+                              std::vector<int64_t> scratch_bytes) {
+  RewriteSetup setup;
+  setup.reads = ScheduleReads::Of(graph, schedule);
+  setup.schedule = std::move(schedule);
+  setup.value_bytes.reserve(static_cast<size_t>(graph.num_values()));
+  for (const ir::Value& value : graph.values()) setup.value_bytes.push_back(value.type.bytes());
+  setup.scratch_bytes = std::move(scratch_bytes);
+  return setup;
+}
+
+absl::StatusOr<Program> Rewrite(const ir::Graph& graph, const RewriteSetup& setup,
+                                const Plan& plan) {
+  return Rewriter(graph, setup, plan).Run();
+}
+
 absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
-                                const Plan& plan, std::span<const int64_t> scratch_bytes) {
-  return Rewriter(graph, std::move(schedule), plan, scratch_bytes).Run();
+                                const Plan& plan, std::vector<int64_t> scratch_bytes) {
+  const RewriteSetup setup = RewriteSetup::Of(graph, std::move(schedule), std::move(scratch_bytes));
+  return Rewrite(graph, setup, plan);
 }
 
 HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,

@@ -43,13 +43,29 @@ struct ScheduleReads {
   static ScheduleReads Of(const ir::Graph& graph, const std::vector<ir::NodeId>& schedule);
 };
 
-// `scratch_bytes`, indexed by node id (ScratchBytesByNode in
-// program/workspaces.h; empty for none), gives each compute or recompute of
-// a node that declares one a scratch buffer, allocated just before the
-// instruction and freed just after it.
+// What a rewrite depends on besides the Plan: the schedule, when it reads
+// each value, each value's bytes, and the scratch buffer each node's kernel
+// declares (indexed by node id, ScratchBytesByNode in program/workspaces.h;
+// empty for none), which each compute or recompute of that node gets,
+// allocated just before the instruction and freed just after it. A planner
+// rewrites thousands of candidate Plans of one graph and schedule, so it
+// makes this once.
+struct RewriteSetup {
+  std::vector<ir::NodeId> schedule;
+  ScheduleReads reads;
+  std::vector<int64_t> value_bytes;  // by value id
+  std::vector<int64_t> scratch_bytes;
+
+  static RewriteSetup Of(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
+                         std::vector<int64_t> scratch_bytes = {});
+};
+
 // Errors: the Plan spills or recomputes a value that cannot be (named).
+absl::StatusOr<Program> Rewrite(const ir::Graph& graph, const RewriteSetup& setup,
+                                const Plan& plan);
+// The same with a setup made for this one rewrite.
 absl::StatusOr<Program> Rewrite(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
-                                const Plan& plan, std::span<const int64_t> scratch_bytes = {});
+                                const Plan& plan, std::vector<int64_t> scratch_bytes = {});
 
 void AssignArena(Program& program, HeapAlgorithm& heap);
 
