@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -109,7 +108,6 @@ class Rewriter {
     live_.assign(num_values, Live{});
     host_copy_.assign(num_values, kNoBuffer);
     host_ready_.assign(num_values, kNoEvent);
-    pending_wait_.clear();
     fetches_before_step_.assign(static_cast<size_t>(num_steps), {});
     for (const ir::Value& value : graph_.values()) {
       const TensorPlan& tensor = plan_.at(value.id);
@@ -191,6 +189,7 @@ class Rewriter {
     program_.buffers.push_back(std::move(buffer));
     read_by_copy_.push_back(false);
     holder_.push_back(value);
+    pending_wait_.push_back(kNoEvent);
     return program_.buffers.back().id;
   }
 
@@ -284,7 +283,7 @@ class Rewriter {
     copy.waits = {host_ready_[v]};
     copy.step = step;
     const int index = Emit(std::move(copy));
-    pending_wait_[device] = RecordEvent(index);
+    pending_wait_[static_cast<size_t>(device)] = RecordEvent(index);
     live_[v] = {device, ExpiryOfFetched(value, step)};
   }
 
@@ -308,10 +307,10 @@ class Rewriter {
   // The compute stream reads `buffer`: if it was fetched, wait for the copy
   // once; the stream is in order, so later readers need not wait again.
   void AddReadWait(BufferId buffer, EventIds& waits) {
-    auto it = pending_wait_.find(buffer);
-    if (it == pending_wait_.end()) return;
-    waits.push_back(it->second);
-    pending_wait_.erase(it);
+    EventId& pending = pending_wait_[static_cast<size_t>(buffer)];
+    if (pending == kNoEvent) return;
+    waits.push_back(pending);
+    pending = kNoEvent;
   }
 
   // Makes `value` resident for a read at `step`: fetches it back if it was
@@ -518,10 +517,10 @@ class Rewriter {
   std::vector<Live> live_;
   std::vector<BufferId> host_copy_;
   std::vector<EventId> host_ready_;
-  std::map<BufferId, EventId> pending_wait_;
-  int last_compute_ = -1;            // the latest compute instruction emitted
-  std::vector<bool> read_by_copy_;   // per buffer: a spill copy reads it
-  std::vector<ir::ValueId> holder_;  // per buffer: the value it holds last
+  std::vector<EventId> pending_wait_;  // per buffer: a fetch's event no reader has waited on
+  int last_compute_ = -1;              // the latest compute instruction emitted
+  std::vector<bool> read_by_copy_;     // per buffer: a spill copy reads it
+  std::vector<ir::ValueId> holder_;    // per buffer: the value it holds last
   std::vector<std::vector<ir::ValueId>> fetches_before_step_;
 };
 
