@@ -20,21 +20,36 @@ using testing::ChainText;
 using ::testing::HasSubstr;
 using testing::ParseOrDie;
 
-// Each test breaks one rule in a program that verifies (the chain with a
-// spilled: a goes out after step 0 and comes back before step 5).
-class VerifierTest : public ::testing::Test {
+// A Program of `graph_` that verifies, for each test to break one rule of.
+class BreakingAProgram : public ::testing::Test {
  protected:
-  VerifierTest() : graph_(ParseOrDie(ChainText("spill"))) {
+  explicit BreakingAProgram(ir::Graph graph) : graph_(std::move(graph)) {}
+
+  void SetUp() override {
+    absl::Status status = VerifyProgram(program_);
+    ASSERT_TRUE(status.ok()) << StatusMessage(status) << "\n" << ProgramToText(program_);
+  }
+
+  std::string Error() const {
+    absl::Status status = VerifyProgram(program_);
+    EXPECT_FALSE(status.ok()) << ProgramToText(program_);
+    return std::string(StatusMessage(status));
+  }
+
+  ir::Graph graph_;
+  Program program_;
+};
+
+// The chain with a spilled: a goes out after step 0 and comes back before
+// step 5.
+class VerifierTest : public BreakingAProgram {
+ protected:
+  VerifierTest() : BreakingAProgram(ParseOrDie(ChainText("spill"))) {
     Plan plan("pinned", graph_);
     SPILLWAY_CHECK(ApplyPins(graph_, plan).ok());
     absl::StatusOr<Program> built = BuildProgram(graph_, TrainingSchedule(graph_), plan);
     SPILLWAY_CHECK(built.ok());
     program_ = *std::move(built);
-  }
-
-  void SetUp() override {
-    absl::Status status = VerifyProgram(program_);
-    ASSERT_TRUE(status.ok()) << StatusMessage(status) << "\n" << ProgramToText(program_);
   }
 
   size_t Find(InstructionKind kind, std::string_view name) const {
@@ -64,15 +79,6 @@ class VerifierTest : public ::testing::Test {
     ADD_FAILURE() << "no buffer " << name;
     return kNoBuffer;
   }
-
-  std::string Error() const {
-    absl::Status status = VerifyProgram(program_);
-    EXPECT_FALSE(status.ok()) << ProgramToText(program_);
-    return std::string(StatusMessage(status));
-  }
-
-  ir::Graph graph_;
-  Program program_;
 };
 
 TEST_F(VerifierTest, ReadingAFetchWithoutWaitingForIt) {
@@ -232,28 +238,23 @@ TEST_F(VerifierTest, OverwritingABufferASpillIsStillCopying) {
 // A convolution padded on one side only runs on a padded copy of x on the
 // GPU: its instruction has a scratch buffer of its own, allocated just
 // before it and freed just after. Each test breaks one rule about it.
-class ScratchTest : public ::testing::Test {
+class ScratchTest : public BreakingAProgram {
  protected:
   ScratchTest()
-      : graph_(ParseOrDie("graph g {\n"
-                          "  input %x: f32[1,5,5,3] nhwc\n"
-                          "  param %w: f32[4,2,2,3]\n"
-                          "  %y: f32[1,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
-                          "  %z: f32[1,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
-                          "  %r: f32[1,5,5,4] nhwc = add(%y, %z)\n"
-                          "  output %r\n"
-                          "}\n")) {
+      : BreakingAProgram(ParseOrDie("graph g {\n"
+                                    "  input %x: f32[1,5,5,3] nhwc\n"
+                                    "  param %w: f32[4,2,2,3]\n"
+                                    "  %y: f32[1,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
+                                    "  %z: f32[1,5,5,4] nhwc = conv2d(%x, %w) {pads=[0,0,1,1]}\n"
+                                    "  %r: f32[1,5,5,4] nhwc = add(%y, %z)\n"
+                                    "  output %r\n"
+                                    "}\n")) {
     const std::vector<int64_t> scratch = ScratchBytesByNode(graph_, int64_t{64} << 20);
     absl::StatusOr<Program> built =
         Rewrite(graph_, TrainingSchedule(graph_), Plan("keep", graph_), scratch);
     SPILLWAY_CHECK(built.ok());
     program_ = *std::move(built);
     LayOutArena(program_);
-  }
-
-  void SetUp() override {
-    absl::Status status = VerifyProgram(program_);
-    ASSERT_TRUE(status.ok()) << StatusMessage(status) << "\n" << ProgramToText(program_);
   }
 
   // The index of the instruction that runs node `name`.
@@ -265,15 +266,6 @@ class ScratchTest : public ::testing::Test {
     ADD_FAILURE() << "no kernel of " << name;
     return 0;
   }
-
-  std::string Error() const {
-    absl::Status status = VerifyProgram(program_);
-    EXPECT_FALSE(status.ok()) << ProgramToText(program_);
-    return std::string(StatusMessage(status));
-  }
-
-  ir::Graph graph_;
-  Program program_;
 };
 
 TEST_F(ScratchTest, TheRewriterAllocatesItJustAroundItsKernel) {
