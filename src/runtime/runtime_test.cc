@@ -477,6 +477,59 @@ TEST(Runtime, AKernelsScratchBufferIsItsOwn) {
   }
 }
 
+// The policies' plans for U-Net on a GPU profile, which give its padded
+// up-convolutions scratch buffers, under a budget that makes them spill and
+// recompute: one step, every scratch and workspace scribbled over, gives the
+// bits of keeping everything without any.
+TEST(Runtime, PlansWithScratchBuffersGiveTheBitsOfKeepingEverything) {
+  // Large enough for activations to outweigh the parameters.
+  models::ModelOptions options = SmallUNet();
+  options.batch = 2;
+  options.height = options.width = 64;
+  absl::StatusOr<ir::Graph> forward = models::BuildModel("unet", options);
+  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
+  const ir::Graph& graph = training->graph;
+  const std::initializer_list<std::string_view> capture = {"loss"};
+  const Outcome expected = RunSteps(graph, BuildOrDie(graph), 1, nullptr, capture);
+  for (const auto& [name, bytes] : expected.state) EXPECT_FALSE(HasNaN(bytes)) << name;
+
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("h200-141g-pcie5");
+  ASSERT_TRUE(profile.ok());
+  const analysis::RooflineCostModel cost_model(*profile);
+  auto plan = [&](std::string_view policy_name, int64_t budget_bytes) {
+    planner::PlanningContext context(graph, cost_model, *profile,
+                                     {.budget_bytes = budget_bytes, .max_evaluations = 30});
+    absl::StatusOr<std::unique_ptr<planner::Policy>> policy = planner::MakePolicy(policy_name);
+    SPILLWAY_CHECK(policy.ok(), "every listed policy can be made");
+    absl::StatusOr<planner::PlanResult> result = planner::RunPolicy(**policy, context);
+    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+    return result.ok() ? *std::move(result) : planner::PlanResult{};
+  };
+  const int64_t none_arena = plan("none", INT64_MAX).best.arena_bytes();
+  const int64_t floor = plan("hybrid", 1).smallest_arena_bytes;
+  ASSERT_LT(floor, none_arena);
+  const int64_t budget = floor + (none_arena - floor) / 3;
+  int spilling_or_recomputing = 0;
+  for (std::string_view policy : {"swap", "recompute", "hybrid"}) {
+    SCOPED_TRACE(policy);
+    const planner::PlanResult result = plan(policy, budget);
+    if (!result.feasible) continue;  // recompute alone may not get there
+    const Program& program = result.best.program;
+    spilling_or_recomputing +=
+        program.host_bytes > 0 || !IndicesOf(program, InstructionKind::kRecompute).empty();
+    TestBackend backend;
+    backend.ScribbleOverWorkspaces();
+    const Outcome outcome = RunSteps(graph, program, 1, &backend, capture);
+    EXPECT_EQ(outcome.state, expected.state);
+    EXPECT_EQ(outcome.captured, expected.captured);
+    EXPECT_FALSE(backend.scratches().empty());
+  }
+  EXPECT_GT(spilling_or_recomputing, 0);
+}
+
 // Spilling and recomputing change where bytes live and when, never what the
 // step computes.
 TEST(Runtime, EveryPlanGivesBitwiseTheSameSteps) {
