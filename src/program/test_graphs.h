@@ -56,6 +56,17 @@ inline ir::Graph ParseOrDie(std::string_view text) {
   return *std::move(graph);
 }
 
+// The training graph of a built-in model built with `options`.
+inline autodiff::TrainingGraph TrainingModel(std::string_view name,
+                                             const models::ModelOptions& options) {
+  absl::StatusOr<ir::Graph> forward = models::BuildModel(name, options);
+  EXPECT_TRUE(forward.ok()) << StatusMessage(forward.status());
+  SPILLWAY_CHECK(forward.ok(), "built-in models build");
+  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
+  SPILLWAY_CHECK(training.ok(), "built-in models train");
+  return *std::move(training);
+}
+
 // The training graph of a built-in model at a small size: `image` pixels
 // square for the image models, `seq_len` tokens and 2 layers for gpt2;
 // `batch` samples.
@@ -67,12 +78,7 @@ inline autodiff::TrainingGraph TrainingModel(std::string_view name, int64_t imag
   options.classes = 10;
   options.seq_len = seq_len;
   options.n_layer = 2;
-  absl::StatusOr<ir::Graph> forward = models::BuildModel(name, options);
-  EXPECT_TRUE(forward.ok()) << StatusMessage(forward.status());
-  SPILLWAY_CHECK(forward.ok(), "built-in models build");
-  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
-  SPILLWAY_CHECK(training.ok(), "built-in models train");
-  return *std::move(training);
+  return TrainingModel(name, options);
 }
 
 // Indices of the instructions of one kind, in program order.

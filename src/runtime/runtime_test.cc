@@ -405,11 +405,8 @@ models::ModelOptions SmallUNet() {
 // inside the arena's tensors, and kernels that write all over theirs leave
 // the step's results as a Program without any gives.
 TEST(Runtime, AKernelsScratchBufferIsItsOwn) {
-  absl::StatusOr<ir::Graph> forward = models::BuildModel("unet", SmallUNet());
-  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
-  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
-  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
-  const ir::Graph& graph = training->graph;
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("unet", SmallUNet());
+  const ir::Graph& graph = training.graph;
   const Program plain = BuildOrDie(graph);
   // The loss, and the input gradient of the last up-convolution.
   const std::initializer_list<std::string_view> capture = {"loss", "bwd/up4.up_conv.data"};
@@ -486,11 +483,8 @@ TEST(Runtime, PlansWithScratchBuffersGiveTheBitsOfKeepingEverything) {
   models::ModelOptions options = SmallUNet();
   options.batch = 2;
   options.height = options.width = 64;
-  absl::StatusOr<ir::Graph> forward = models::BuildModel("unet", options);
-  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
-  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
-  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
-  const ir::Graph& graph = training->graph;
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("unet", options);
+  const ir::Graph& graph = training.graph;
   const std::initializer_list<std::string_view> capture = {"loss"};
   const Outcome expected = RunSteps(graph, BuildOrDie(graph), 1, nullptr, capture);
   for (const auto& [name, bytes] : expected.state) EXPECT_FALSE(HasNaN(bytes)) << name;

@@ -307,10 +307,11 @@ absl::Status CudnnConvolution::Run(cudnnHandle_t handle, const KernelCall& call,
   if (d.padded && copy == nullptr) {
     return absl::InternalError("a convolution padded unevenly was given no padded copy of x");
   }
-  const int64_t copy_bytes = d.slice * d.x.image() * static_cast<int64_t>(sizeof(float));
+  const int64_t slice_copy_bytes = d.slice * d.x.image() * static_cast<int64_t>(sizeof(float));
   auto pad_into_copy = [&](const float* slice) -> absl::Status {
-    RETURN_IF_ERROR(CheckCuda(cudaMemsetAsync(copy, 0, static_cast<size_t>(copy_bytes), stream),
-                              "zeroing the padded copy"));
+    RETURN_IF_ERROR(
+        CheckCuda(cudaMemsetAsync(copy, 0, static_cast<size_t>(slice_copy_bytes), stream),
+                  "zeroing the padded copy"));
     return CheckCuda(LaunchPlace(slice, copy, sizeof(float), d.window, x_step, stream),
                      "padding x");
   };

@@ -24,6 +24,7 @@
 #include "models/models.h"
 #include "program/plan.h"
 #include "program/rewriter.h"
+#include "program/test_graphs.h"
 #include "program/workspaces.h"
 #include "runtime/runtime.h"
 #include "support/check.h"
@@ -185,11 +186,8 @@ TEST(CudaBackend, APaddedCopyInTheProgramsScratchGivesTheBitsOfOneInTheBackends)
   options.height = options.width = 32;
   options.base_width = 4;
   options.classes = 8;
-  absl::StatusOr<ir::Graph> forward = models::BuildModel("unet", options);
-  ASSERT_TRUE(forward.ok()) << StatusMessage(forward.status());
-  absl::StatusOr<autodiff::TrainingGraph> training = autodiff::BuildTrainingGraph(*forward, {});
-  ASSERT_TRUE(training.ok()) << StatusMessage(training.status());
-  const ir::Graph& graph = training->graph;
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("unet", options);
+  const ir::Graph& graph = training.graph;
   const program::Plan keep("none", graph);
   absl::StatusOr<program::Program> plain =
       program::BuildProgram(graph, program::TrainingSchedule(graph), keep);

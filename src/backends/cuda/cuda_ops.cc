@@ -16,6 +16,7 @@
 #include "fmt/ranges.h"
 #include "ir/attributes.h"
 #include "ir/op_kind.h"
+#include "program/memory_layout.h"
 #include "program/workspaces.h"
 #include "support/status_macros.h"
 #include "support/units.h"
@@ -526,7 +527,7 @@ absl::StatusOr<CudaOps::ConvolutionMemory> CudaOps::MemoryFor(const KernelCall& 
   const int64_t copy = convolution.copy_bytes();
   if (call.workspace == nullptr && call.scratch == nullptr) {
     // The copy after the workspace, at cudaMalloc's alignment.
-    constexpr int64_t kAlignment = 256;
+    constexpr int64_t kAlignment = program::kArenaAlignment;
     const int64_t offset =
         (convolution.workspace_bytes() + kAlignment - 1) / kAlignment * kAlignment;
     RETURN_IF_ERROR(EnsureScratch(copy > 0 ? offset + copy : convolution.workspace_bytes()));
