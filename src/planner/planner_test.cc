@@ -537,6 +537,39 @@ TEST(SwapPlanFor, FetchStepsFollowTheLookahead) {
   }
 }
 
+TEST(SwapPlanFor, EveryFetchStepIsTheLatestStepAtTheLookaheadsLevel) {
+  // The definition, step by step, against the swap policy's logarithmic
+  // search, on a graph with branches (residual blocks) and every lookahead
+  // from just in time to past the whole graph.
+  const autodiff::TrainingGraph training = TrainingModel("resnet18", 32);
+  Planning planning(training.graph, 1 * kGiB);
+  const PlanningContext& context = planning.context;
+  const std::vector<int> level = TopologicalLevels(training.graph, context.schedule());
+  auto level_at = [&](int step) {
+    return level[static_cast<size_t>(context.schedule()[static_cast<size_t>(step)])];
+  };
+  int checked = 0;
+  for (const int ahead : {1, 2, 3, 5, 8, 13, 40, 1000}) {
+    const program::Plan plan = SwapPolicy::PlanFor(context, /*threshold=*/-1, ahead);
+    for (const autodiff::SavedTensor& saved : context.saved()) {
+      if (plan.decision(saved.value) != Decision::kSpill) continue;
+      const int reader = context.first_backward_read(saved.value);
+      const int earliest = context.last_forward_read(saved.value) + 1;
+      int expected = earliest;
+      for (int step = reader - 1; step >= earliest; --step) {
+        if (level_at(step) <= level_at(reader) - ahead) {
+          expected = step;
+          break;
+        }
+      }
+      EXPECT_EQ(plan.at(saved.value).fetch_step, expected)
+          << training.graph.value(saved.value).name << " ahead " << ahead;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 8 * 50);  // 80 tensors spilled at each lookahead
+}
+
 // ---------------------------------------------------------------------------
 // RecomputePolicy's checkpoints
 
