@@ -69,7 +69,9 @@ struct PlannerOptions {
   // Each refinement runs passes over its moves, every move tried at most once
   // per tensor in a pass, until a pass improves nothing or this many passes
   // have run (0: no limit, full convergence). Also part of the algorithm.
-  int max_refine_passes = 2;
+  // Three: a third pass took ResNet-50 at 8000x8000 on the V100 from +9.7%
+  // to +6.6% over `none` for 18% more candidates (docs/planner.md).
+  int max_refine_passes = 3;
   // Reject candidates by cheap bounds before laying out their arena (see
   // EvaluateIfBetter). Off only to check that the bounds change no decision.
   bool use_bounds = true;
