@@ -47,7 +47,10 @@ class Rewriter {
         plan_(plan),
         reads_(setup.reads),
         value_bytes_(setup.value_bytes),
-        scratch_bytes_(setup.scratch_bytes) {
+        scratch_bytes_(setup.scratch_bytes),
+        can_spill_(setup.can_spill),
+        can_spill_between_reads_(setup.can_spill_between_reads),
+        can_recompute_(setup.can_recompute) {
     program_.graph = &graph;
     program_.schedule = setup.schedule;
     // About one buffer per value and three instructions per step (an alloc,
@@ -71,6 +74,13 @@ class Rewriter {
   }
 
  private:
+  // The setup's answers, by value (plan.h's functions of the same names).
+  bool CanSpill(ir::ValueId value) const { return can_spill_[static_cast<size_t>(value)]; }
+  bool CanSpillBetweenReads(ir::ValueId value) const {
+    return can_spill_between_reads_[static_cast<size_t>(value)];
+  }
+  bool CanRecompute(ir::ValueId value) const { return can_recompute_[static_cast<size_t>(value)]; }
+
   struct Live {
     BufferId buffer = kNoBuffer;
     int expires_after = -1;  // the last step at which the buffer may still be read
@@ -83,14 +93,14 @@ class Rewriter {
     }
     for (const ir::Value& value : graph_.values()) {
       const Decision decision = plan_.decision(value.id);
-      if (decision == Decision::kSpill && !CanSpill(graph_, value.id) &&
-          !(plan_.at(value.id).refetch_after >= 0 && CanSpillBetweenReads(graph_, value.id))) {
+      if (decision == Decision::kSpill && !CanSpill(value.id) &&
+          !(plan_.at(value.id).refetch_after >= 0 && CanSpillBetweenReads(value.id))) {
         return absl::InvalidArgumentError(fmt::format(
             "the plan spills '{}', which is neither a forward activation nor a gradient "
             "spilled between reads",
             value.name));
       }
-      if (decision == Decision::kRecompute && !CanRecompute(graph_, value.id)) {
+      if (decision == Decision::kRecompute && !CanRecompute(value.id)) {
         return absl::InvalidArgumentError(
             fmt::format("the plan recomputes '{}', which cannot be recomputed", value.name));
       }
@@ -112,7 +122,7 @@ class Rewriter {
     for (const ir::Value& value : graph_.values()) {
       const TensorPlan& tensor = plan_.at(value.id);
       if (tensor.decision != Decision::kSpill || tensor.fetch_step < 0) continue;
-      if (!CanSpill(graph_, value.id)) continue;  // a gradient: fetched just in time
+      if (!CanSpill(value.id)) continue;  // a gradient: fetched just in time
       const size_t v = static_cast<size_t>(value.id);
       if (reads_.first_backward_read[v] == kForever) continue;  // never read back
       // A fetch cannot start before the forward pass is done with the
@@ -168,7 +178,7 @@ class Rewriter {
       for (ir::ValueId input : RecomputeReads(node)) {
         if (input == ir::kInvalidValue || plan_.decision(input) == Decision::kSpill) continue;
         const size_t v = static_cast<size_t>(input);
-        if (CanRecompute(graph_, input)) {
+        if (CanRecompute(input)) {
           rebuilt_until[v] = std::max(rebuilt_until[v], latest);
         } else {
           keep_until_[v] = std::max(keep_until_[v], latest);
@@ -324,7 +334,7 @@ class Rewriter {
       return absl::OkStatus();
     }
     const ir::Value& val = graph_.value(value);
-    if (!CanRecompute(graph_, value)) {
+    if (!CanRecompute(value)) {
       return absl::InternalError(fmt::format(
           "'{}' is needed at step {} ({}) but is gone and can be neither fetched nor recomputed",
           val.name, step, graph_.node(program_.schedule[static_cast<size_t>(step)]).name));
@@ -395,9 +405,8 @@ class Rewriter {
       case Decision::kSpill:
         // The original serves the forward pass's reads (a gradient's: those
         // up to the plan's step); the backward pass fetches its own.
-        return ExpiryOfSpilled(
-            value, step,
-            CanSpill(graph_, value) ? reads_.last_forward_read[v] : reads_.last_read[v]);
+        return ExpiryOfSpilled(value, step,
+                               CanSpill(value) ? reads_.last_forward_read[v] : reads_.last_read[v]);
       case Decision::kRecompute:
         break;
     }
@@ -511,6 +520,9 @@ class Rewriter {
   const ScheduleReads& reads_;
   std::span<const int64_t> value_bytes_;
   std::span<const int64_t> scratch_bytes_;  // per node; empty: none declares any
+  const std::vector<bool>& can_spill_;
+  const std::vector<bool>& can_spill_between_reads_;
+  const std::vector<bool>& can_recompute_;
   Program program_;
   std::vector<int> keep_until_;  // per value: the last step a kept value is read
   std::vector<bool> is_output_;
@@ -534,6 +546,11 @@ RewriteSetup RewriteSetup::Of(const ir::Graph& graph, std::vector<ir::NodeId> sc
   setup.value_bytes.reserve(static_cast<size_t>(graph.num_values()));
   for (const ir::Value& value : graph.values()) setup.value_bytes.push_back(value.type.bytes());
   setup.scratch_bytes = std::move(scratch_bytes);
+  for (const ir::Value& value : graph.values()) {
+    setup.can_spill.push_back(CanSpill(graph, value.id));
+    setup.can_spill_between_reads.push_back(CanSpillBetweenReads(graph, value.id));
+    setup.can_recompute.push_back(CanRecompute(graph, value.id));
+  }
   return setup;
 }
 

@@ -55,6 +55,12 @@ struct RewriteSetup {
   ScheduleReads reads;
   std::vector<int64_t> value_bytes;  // by value id
   std::vector<int64_t> scratch_bytes;
+  // By value id, what a Plan may do with it (plan.h's CanSpill,
+  // CanSpillBetweenReads and CanRecompute): asked once per planning rather
+  // than for every value of every candidate.
+  std::vector<bool> can_spill;
+  std::vector<bool> can_spill_between_reads;
+  std::vector<bool> can_recompute;
 
   static RewriteSetup Of(const ir::Graph& graph, std::vector<ir::NodeId> schedule,
                          std::vector<int64_t> scratch_bytes = {});
