@@ -235,7 +235,7 @@ class PlanningContext {
   // Whether a plan may spill this value: the graph allows it and the device
   // has a host link.
   bool CanSpill(ir::ValueId value) const {
-    return options_.host_link && program::CanSpill(graph_, value);
+    return options_.host_link && rewrite_.can_spill[static_cast<size_t>(value)];
   }
 
   // Saved activations, in the order of their producers in the schedule.

@@ -543,10 +543,10 @@ RewriteSetup RewriteSetup::Of(const ir::Graph& graph, std::vector<ir::NodeId> sc
   RewriteSetup setup;
   setup.reads = ScheduleReads::Of(graph, schedule);
   setup.schedule = std::move(schedule);
-  setup.value_bytes.reserve(static_cast<size_t>(graph.num_values()));
-  for (const ir::Value& value : graph.values()) setup.value_bytes.push_back(value.type.bytes());
   setup.scratch_bytes = std::move(scratch_bytes);
+  setup.value_bytes.reserve(static_cast<size_t>(graph.num_values()));
   for (const ir::Value& value : graph.values()) {
+    setup.value_bytes.push_back(value.type.bytes());
     setup.can_spill.push_back(CanSpill(graph, value.id));
     setup.can_spill_between_reads.push_back(CanSpillBetweenReads(graph, value.id));
     setup.can_recompute.push_back(CanRecompute(graph, value.id));

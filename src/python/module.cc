@@ -799,10 +799,12 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("workload"), py::kw_only(), py::arg("policy") = "hybrid",
       py::arg("hardware") = "v100-16g-nvlink2", py::arg("budget") = py::none(),
       py::arg("optimizer") = "sgd", py::arg("math_mode") = "fp32", py::arg("no_link") = false,
-      py::arg("costs") = py::none(), py::arg("bound") = false, py::arg("max_evaluations") = 0,
+      py::arg("costs") = py::none(), py::arg("bound") = false,
+      py::arg("max_evaluations") = kPlannerDefaults.max_evaluations,
       py::arg("refine_passes") = kPlannerDefaults.max_refine_passes,
-      py::arg("time_limit") = kPlannerDefaults.time_limit_s, py::arg("plan_threads") = 0,
-      py::arg("backward_order") = "auto", py::arg("fetch_once") = false, py::arg("progress") = true,
+      py::arg("time_limit") = kPlannerDefaults.time_limit_s,
+      py::arg("plan_threads") = kPlannerDefaults.threads, py::arg("backward_order") = "auto",
+      py::arg("fetch_once") = false, py::arg("progress") = true,
       "Plan one policy under a budget and predict its step: `spillway plan`.");
   m.def(
       "compare",
@@ -821,10 +823,11 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("workload"), py::kw_only(), py::arg("hardware") = "v100-16g-nvlink2",
       py::arg("budget") = py::none(), py::arg("optimizer") = "sgd", py::arg("math_mode") = "fp32",
       py::arg("no_link") = false, py::arg("costs") = py::none(), py::arg("optimal") = false,
-      py::arg("bound") = false, py::arg("max_evaluations") = 0,
+      py::arg("bound") = false, py::arg("max_evaluations") = kPlannerDefaults.max_evaluations,
       py::arg("refine_passes") = kPlannerDefaults.max_refine_passes,
-      py::arg("time_limit") = kPlannerDefaults.time_limit_s, py::arg("plan_threads") = 0,
-      py::arg("backward_order") = "auto", py::arg("fetch_once") = false, py::arg("progress") = true,
+      py::arg("time_limit") = kPlannerDefaults.time_limit_s,
+      py::arg("plan_threads") = kPlannerDefaults.threads, py::arg("backward_order") = "auto",
+      py::arg("fetch_once") = false, py::arg("progress") = true,
       "Every policy on one workload and budget, none first: `spillway compare`.");
   m.def(
       "export",
@@ -866,11 +869,11 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("lr") = py::none(), py::arg("momentum") = 0.9, py::arg("weight_decay") = 0.0,
       py::arg("data") = "synthetic", py::arg("save") = py::none(), py::arg("save_every") = 0,
       py::arg("resume") = py::none(), py::arg("trace") = py::none(), py::arg("threads") = 2,
-      py::arg("costs") = py::none(), py::arg("max_evaluations") = 0,
+      py::arg("costs") = py::none(), py::arg("max_evaluations") = kPlannerDefaults.max_evaluations,
       py::arg("refine_passes") = kPlannerDefaults.max_refine_passes,
-      py::arg("time_limit") = kPlannerDefaults.time_limit_s, py::arg("plan_threads") = 0,
-      py::arg("backward_order") = "auto", py::arg("fetch_once") = false,
-      py::arg("progress") = false,
+      py::arg("time_limit") = kPlannerDefaults.time_limit_s,
+      py::arg("plan_threads") = kPlannerDefaults.threads, py::arg("backward_order") = "auto",
+      py::arg("fetch_once") = false, py::arg("progress") = false,
       "Train on the CPU backend under a budget, as the policy plans it: `spillway train`; "
       "trace='step.json' writes the last step measured beside the simulated one.");
 }
