@@ -1,11 +1,14 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 
 #include "planner/policies.h"
 #include "program/rewriter.h"
 #include "support/status_macros.h"
+#include "support/worker_pool.h"
 
 namespace spillway::planner {
 namespace {
@@ -78,6 +81,15 @@ class HybridPlanner {
  public:
   HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options)
       : context_(context), options_(options) {}
+  // A planner for one refinement of `parent`'s race, in its own context:
+  // the same candidates, nothing active.
+  HybridPlanner(const HybridPlanner& parent, PlanningContext& context)
+      : context_(context),
+        options_(parent.options_),
+        candidates_(parent.candidates_),
+        index_of_value_(parent.index_of_value_),
+        forward_s_(parent.forward_s_),
+        backward_s_(parent.backward_s_) {}
 
   // The portfolio: the plans of the heuristic policies (each as its own
   // policy makes it, with its default options) and hybrid's own eviction
@@ -95,39 +107,45 @@ class HybridPlanner {
       result.start = "keep";
       return result;
     }
+    // `recompute`'s starts are made in a lane of their own, beside the
+    // others where there are two threads (on deep graphs they cost the
+    // most), and after them where there is one: the same plans and counts.
+    std::unique_ptr<PlanningContext> lane = context_.Lane(1);
+    absl::StatusOr<RecomputeStarts> recompute_starts;
+    auto make_recompute_starts = [&] { recompute_starts = MakeRecomputeStarts(*lane); };
     std::vector<Start> starts;
-    ASSIGN_OR_RETURN(Evaluation evicted, EvictUntilFits(active_.decisions, std::move(keep_all)));
-    starts.push_back({"evict", std::move(evicted)});
-    SwapPolicy swap;
-    ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
-    starts.push_back({"swap", swapped.best});
-    ASSIGN_OR_RETURN(PlanResult seeded,
-                     HybridSeedPolicy::RecomputeUnits(context_, std::move(swapped)));
-    hit_time_limit_ = hit_time_limit_ || seeded.hit_time_limit;
-    starts.push_back({"hybrid-seed", std::move(seeded.best)});
-    SwapLmsPolicy swap_lms;
-    ASSIGN_OR_RETURN(PlanResult lms, swap_lms.Run(context_));
-    starts.push_back({"swap-lms", std::move(lms.best)});
-    // The recompute policy's plan in its two steps, each a start of its own:
-    // its families' plan, and that plan kept back tensor by tensor (what
-    // `recompute` ends with). Refined, the families' plan does better on some
-    // workloads (its recomputations leave room that spills fill) and the
-    // kept-back plan on others (it has already kept the cheap tensors).
-    RecomputePolicy::Options families;
-    families.keep_back_passes = 0;
-    ASSIGN_OR_RETURN(PlanResult recomputed, RecomputePolicy(families).Run(context_));
-    hit_time_limit_ = hit_time_limit_ || recomputed.hit_time_limit;
-    if (context_.Fits(recomputed.best)) {
-      Evaluation kept_back = recomputed.best;
-      ASSIGN_OR_RETURN(const bool stopped,
-                       RecomputePolicy().ImproveByKeepingBack(context_, kept_back));
-      hit_time_limit_ = hit_time_limit_ || stopped;
-      // It is the families' plan itself where keeping back gains nothing.
-      if (Better(kept_back, recomputed.best, context_.budget_bytes())) {
-        starts.push_back({"recompute, kept back", std::move(kept_back)});
-      }
+    auto make_other_starts = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(Evaluation evicted, EvictUntilFits(active_.decisions, std::move(keep_all)));
+      starts.push_back({"evict", std::move(evicted)});
+      SwapPolicy swap;
+      ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
+      starts.push_back({"swap", swapped.best});
+      ASSIGN_OR_RETURN(PlanResult seeded,
+                       HybridSeedPolicy::RecomputeUnits(context_, std::move(swapped)));
+      hit_time_limit_ = hit_time_limit_ || seeded.hit_time_limit;
+      starts.push_back({"hybrid-seed", std::move(seeded.best)});
+      SwapLmsPolicy swap_lms;
+      ASSIGN_OR_RETURN(PlanResult lms, swap_lms.Run(context_));
+      starts.push_back({"swap-lms", std::move(lms.best)});
+      return absl::OkStatus();
+    };
+    absl::Status others;
+    if (context_.threads() > 1) {
+      // Two lines of search on the machine's threads: neither also
+      // evaluates its lists side by side.
+      const int threads = context_.options().threads;
+      context_.set_threads(1);
+      Pool(1).Run(make_recompute_starts, [&] { others = make_other_starts(); });
+      context_.set_threads(threads);
+    } else {
+      others = make_other_starts();
+      if (others.ok()) make_recompute_starts();
     }
-    starts.push_back({"recompute", std::move(recomputed.best)});
+    context_.Absorb(*lane);
+    RETURN_IF_ERROR(others);
+    RETURN_IF_ERROR(recompute_starts.status());
+    hit_time_limit_ = hit_time_limit_ || recompute_starts->hit_time_limit;
+    for (Start& start : recompute_starts->starts) starts.push_back(std::move(start));
 
     // Best first (stable: on a tie the earlier, evict first). Every start
     // that fits enters the race: which start refines best differs between
@@ -163,6 +181,42 @@ class HybridPlanner {
     }
     result.hit_time_limit = hit_time_limit_;
     return result;
+  }
+
+  // The recompute policy's plan in its two steps, each a start of its own:
+  // its families' plan, and that plan kept back tensor by tensor (what
+  // `recompute` ends with). Refined, the families' plan does better on some
+  // workloads (its recomputations leave room that spills fill) and the
+  // kept-back plan on others (it has already kept the cheap tensors).
+  // Planned in `context` (a lane of this planner's context).
+  struct RecomputeStarts {
+    std::vector<Start> starts;
+    bool hit_time_limit = false;
+  };
+  static absl::StatusOr<RecomputeStarts> MakeRecomputeStarts(PlanningContext& context) {
+    RecomputeStarts made;
+    RecomputePolicy::Options families;
+    families.keep_back_passes = 0;
+    ASSIGN_OR_RETURN(PlanResult recomputed, RecomputePolicy(families).Run(context));
+    made.hit_time_limit = recomputed.hit_time_limit;
+    if (context.Fits(recomputed.best)) {
+      Evaluation kept_back = recomputed.best;
+      ASSIGN_OR_RETURN(const bool stopped,
+                       RecomputePolicy().ImproveByKeepingBack(context, kept_back));
+      made.hit_time_limit = made.hit_time_limit || stopped;
+      // It is the families' plan itself where keeping back gains nothing.
+      if (Better(kept_back, recomputed.best, context.budget_bytes())) {
+        made.starts.push_back({"recompute, kept back", std::move(kept_back)});
+      }
+    }
+    made.starts.push_back({"recompute", std::move(recomputed.best)});
+    return made;
+  }
+
+  // A pool of `threads` threads besides the calling one, kept for the run.
+  WorkerPool& Pool(int threads) {
+    if (pool_ == nullptr || pool_->size() != threads) pool_ = std::make_unique<WorkerPool>(threads);
+    return *pool_;
   }
 
   // Makes the active refinement a start's plan, as far as per-tensor
@@ -211,20 +265,64 @@ class HybridPlanner {
   // same way on every machine. With no first quota every refinement runs
   // until it converges at once; with an infinite credit none leaves the race
   // early, so they only take turns.
+  //
+  // The refinements of a round run side by side, on up to the context's
+  // threads, each in a lane of its own (PlanningContext::Lane: its own
+  // planner, counts and examined plans), so a refinement's course depends on
+  // nothing the others do: the plans and counts are those of running them
+  // one after the other, on any number of threads. The lanes' counts join
+  // the context's when the race ends.
   absl::Status Race(std::vector<Refinement>& refinements) {
-    std::vector<size_t> racing(refinements.size());
+    const size_t n = refinements.size();
+    struct Lane {
+      std::unique_ptr<PlanningContext> context;
+      std::unique_ptr<HybridPlanner> planner;
+    };
+    std::vector<Lane> lanes(n);
+    for (size_t i = 0; i < n; ++i) {
+      lanes[i].context = context_.Lane(1);
+      lanes[i].planner = std::make_unique<HybridPlanner>(*this, *lanes[i].context);
+    }
+    const auto width = static_cast<size_t>(context_.threads());
+
+    std::vector<size_t> racing(n);
     for (size_t i = 0; i < racing.size(); ++i) racing[i] = i;
-    std::vector<double> gain(refinements.size(), 0);  // in the last round, seconds of step
+    std::vector<double> gain(n, 0);  // in the last round, seconds of step
+    std::vector<absl::Status> status(n);
     int quota = options_.race_first_quota;
     while (!racing.empty() && !hit_time_limit_) {
       const bool last = racing.size() == 1;
-      for (const size_t i : racing) {
+      auto advance = [&](size_t i) {
+        HybridPlanner& planner = *lanes[i].planner;
         const double before = refinements[i].current->step_time_s();
-        std::swap(active_, refinements[i]);
-        absl::Status advanced = Advance(last ? 0 : quota);
-        std::swap(active_, refinements[i]);
-        RETURN_IF_ERROR(advanced);
+        std::swap(planner.active_, refinements[i]);
+        status[i] = planner.Advance(last ? 0 : quota);
+        std::swap(planner.active_, refinements[i]);
         gain[i] = before - refinements[i].current->step_time_s();
+      };
+      const size_t side_by_side = std::min(width, racing.size());
+      if (side_by_side <= 1) {
+        // Alone, a refinement evaluates its lists of moves on every thread.
+        for (const size_t i : racing) {
+          lanes[i].context->set_threads(last ? static_cast<int>(width) : 1);
+          advance(i);
+          if (!status[i].ok()) break;
+        }
+      } else {
+        for (const size_t i : racing) lanes[i].context->set_threads(1);
+        std::atomic<size_t> next = 0;
+        std::atomic<bool> failed = false;  // no more refinements start after an error
+        auto work = [&] {
+          for (size_t k = next++; k < racing.size() && !failed; k = next++) {
+            advance(racing[k]);
+            if (!status[racing[k]].ok()) failed = true;
+          }
+        };
+        Pool(static_cast<int>(side_by_side) - 1).Run(work, work);
+      }
+      for (const size_t i : racing) {
+        RETURN_IF_ERROR(status[i]);
+        hit_time_limit_ = hit_time_limit_ || lanes[i].planner->hit_time_limit_;
       }
       size_t best = 0;
       for (size_t i = 1; i < refinements.size(); ++i) {
@@ -242,6 +340,7 @@ class HybridPlanner {
       });
       quota = quota > std::numeric_limits<int>::max() / 2 ? quota : 2 * quota;
     }
+    for (const Lane& lane : lanes) context_.Absorb(*lane.context);
     return absl::OkStatus();
   }
 
@@ -905,6 +1004,7 @@ class HybridPlanner {
   int slice_start_ = 0;
   int slice_end_ = std::numeric_limits<int>::max();
   bool hit_time_limit_ = false;
+  std::unique_ptr<WorkerPool> pool_;  // for lines of search side by side, made on first use
 };
 
 }  // namespace

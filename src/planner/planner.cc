@@ -140,7 +140,11 @@ program::Plan PlanningContext::KeepAll(std::string policy) const {
 
 absl::Status PlanningContext::Count() {
   ++evaluations_;
-  if (options_.progress) options_.progress(evaluations_);
+  // Lanes on other threads report and poll under the same lock, so the
+  // caller's callbacks run on one thread at a time.
+  std::lock_guard lock(progress_->mutex);
+  ++progress_->considered;
+  if (options_.progress) options_.progress(progress_->considered);
   if (options_.interrupted && options_.interrupted()) {
     return absl::CancelledError("planning interrupted");
   }
@@ -358,6 +362,10 @@ void PlanningContext::Remember(const Evaluation& evaluation) {
 
 void PlanningContext::Absorb(const PlanningContext& other) {
   evaluations_ += other.evaluations_;
+  if (other.progress_ != progress_) {  // a lane's already count in the progress
+    std::lock_guard lock(progress_->mutex);
+    progress_->considered += other.evaluations_;
+  }
   laid_out_ += other.laid_out_;
   repeated_ += other.repeated_;
   if (other.smallest_ &&
@@ -366,6 +374,36 @@ void PlanningContext::Absorb(const PlanningContext& other) {
     smallest_arena_bytes_ = smallest_->arena_bytes();
   }
 }
+
+PlanningContext::PlanningContext(const PlanningContext& parent, PlannerOptions options)
+    : graph_(parent.graph_),
+      cost_model_(parent.cost_model_),
+      hardware_(parent.hardware_),
+      options_(std::move(options)),
+      workspace_bytes_(parent.workspace_bytes_),
+      backward_order_(parent.backward_order_),
+      rewrite_(parent.rewrite_),
+      simulator_(parent.simulator_),
+      saved_(parent.saved_),
+      pins_(parent.pins_),
+      ideal_start_s_(parent.ideal_start_s_),
+      smallest_(parent.smallest_),
+      smallest_arena_bytes_(parent.smallest_arena_bytes_.load()),
+      run_start_(parent.run_start_) {
+  std::lock_guard lock(parent.examined_mutex_);
+  examined_ = parent.examined_;
+}
+
+std::unique_ptr<PlanningContext> PlanningContext::Lane(int threads) const {
+  PlannerOptions options = options_;
+  options.threads = threads;
+  // The private constructor: make_unique cannot reach it.
+  std::unique_ptr<PlanningContext> lane(new PlanningContext(*this, std::move(options)));
+  lane->progress_ = progress_;
+  return lane;
+}
+
+void PlanningContext::set_threads(int threads) { options_.threads = threads; }
 
 int PlanningContext::threads() const {
   if (options_.threads > 0) return options_.threads;

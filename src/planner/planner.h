@@ -83,11 +83,15 @@ struct PlannerOptions {
   // 8). The plan does not depend on it (see FirstBetter).
   int threads = 0;
   // Called after every candidate plan with the number considered so far in
-  // this context (a command shows it on a terminal during long planning).
+  // this context and its lanes (a command shows it on a terminal during long
+  // planning). Lanes on several threads call it one at a time.
   std::function<void(int evaluations)> progress = nullptr;
   // Polled after every candidate plan: true stops the policy, which fails
-  // with absl::CancelledError (Ctrl-C in the Python module). The exact
-  // policy's solver is not polled while it solves.
+  // with absl::CancelledError (Ctrl-C in the Python module). Each line of
+  // search running side by side (hybrid's) stops at its next candidate, so
+  // a few more may be counted after the first that saw it; like progress,
+  // it is called by one thread at a time. The exact policy's solver is not
+  // polled while it solves.
   std::function<bool()> interrupted = nullptr;
 };
 
@@ -320,11 +324,25 @@ class PlanningContext {
   // arena competes with this context's.
   void Absorb(const PlanningContext& other);
 
+  // A context of its own for one line of search that runs beside others
+  // (hybrid's race runs its refinements side by side): the same step,
+  // options and clock, a copy of what this one has found (the smallest
+  // arena, the examined plans), and its own counts, which Absorb adds here
+  // when the line is done. What a search decides does not depend on the
+  // counts or on which context examined a plan first, so its plans are the
+  // same as in this one. Its candidates count in this context's progress at
+  // once; `threads` is its FirstBetter's.
+  std::unique_ptr<PlanningContext> Lane(int threads) const;
+  void set_threads(int threads);
+
   bool Fits(const Evaluation& evaluation) const {
     return evaluation.arena_bytes() <= options_.budget_bytes;
   }
 
  private:
+  // Lane's: `parent`'s step and findings with these options, its own counts.
+  PlanningContext(const PlanningContext& parent, PlannerOptions options);
+
   const ir::Graph& graph_;
   const analysis::CostModel& cost_model_;
   analysis::HardwareProfile hardware_;
@@ -376,6 +394,13 @@ class PlanningContext {
   void Remember(const Evaluation& evaluation);  // one more laid out; the smallest arena
 
   int evaluations_ = 0;
+  // The candidates this context and its lanes have considered, for
+  // PlannerOptions::progress: shared by them, so one count for the line.
+  struct Progress {
+    std::mutex mutex;
+    int considered = 0;
+  };
+  std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
   int laid_out_ = 0;
   int repeated_ = 0;
   std::optional<Evaluation> smallest_;

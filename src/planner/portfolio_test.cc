@@ -270,7 +270,9 @@ TEST(Portfolio, HybridInEveryOrderReportsTheSmallestArenaOfAnyOrderWhereNothingF
 
 TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
   // Candidates are evaluated several at a time but recorded as if one by
-  // one: with 1, 2 and 5 threads every count and the Program are the same.
+  // one, and the race's refinements and recompute's starts run side by side
+  // in lanes of their own: with 1, 2 and 5 threads every count and the
+  // Program are the same.
   // (Small enough to run under ThreadSanitizer in CI.)
   const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet18", 128);
   absl::StatusOr<analysis::HardwareProfile> profile =
@@ -286,9 +288,17 @@ TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
   }
   ASSERT_TRUE(results[0].feasible);
   EXPECT_GT(results[0].evaluations, 100) << "too little refinement to exercise the threads";
+  // Several refinements race, side by side from two threads on.
+  EXPECT_GE(results[0].race.size(), 2u);
   for (size_t i = 1; i < results.size(); ++i) {
     EXPECT_EQ(results[i].evaluations, results[0].evaluations);
     EXPECT_EQ(results[i].laid_out, results[0].laid_out);
+    EXPECT_EQ(results[i].repeated, results[0].repeated);
+    ASSERT_EQ(results[i].race.size(), results[0].race.size());
+    for (size_t r = 0; r < results[0].race.size(); ++r) {
+      EXPECT_EQ(results[i].race[r].evaluations, results[0].race[r].evaluations);
+      EXPECT_EQ(results[i].race[r].step_s, results[0].race[r].step_s);
+    }
     EXPECT_EQ(results[i].smallest_arena_bytes, results[0].smallest_arena_bytes);
     EXPECT_EQ(program::ProgramToText(results[i].best.program),
               program::ProgramToText(results[0].best.program));

@@ -90,14 +90,22 @@ TEST(PlanningSession, PlansAndDescribesItsWorkload) {
 }
 
 TEST(PlanningSession, AnInterruptedPolicyFailsAsCancelled) {
-  Recorder recorder;
-  recorder.interrupt_after = 3;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
-                       PlanningSession::Create(SmallResNet("40MiB"), &recorder));
-  const absl::StatusOr<planner::PlanResult> result = session->Run("hybrid");
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(recorder.last_candidates, 3);
-  EXPECT_EQ(recorder.events.back(), "end");  // the observer's line is cleared
+  for (const int threads : {1, 2, 4}) {
+    SCOPED_TRACE(threads);
+    Recorder recorder;
+    recorder.interrupt_after = 3;
+    PlanningRequest request = SmallResNet("40MiB");
+    request.planner.threads = threads;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
+                         PlanningSession::Create(request, &recorder));
+    const absl::StatusOr<planner::PlanResult> result = session->Run("hybrid");
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+    // On one thread it stops at once; each other line of search running
+    // beside it stops at its next candidate.
+    EXPECT_GE(recorder.last_candidates, 3);
+    EXPECT_LE(recorder.last_candidates, 3 + (threads - 1));
+    EXPECT_EQ(recorder.events.back(), "end");  // the observer's line is cleared
+  }
 }
 
 TEST(PlanningSession, RefusesABadRequestInOneLine) {
