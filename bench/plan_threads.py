@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Regenerates the section of docs/results.md on planning with several threads.
 
-`hybrid` tries the moves of one kind in order and keeps the first that
-improves its plan; `--plan-threads` evaluates those candidates side by side,
-a few ahead of the one being recorded, and drops those beyond the accepted
-one (docs/planner.md, "Threads"). This plans the planning-time benchmark's
+`hybrid` runs its lines of search (the race's refinements, `recompute`'s
+starts) side by side on `--plan-threads` threads, and where a line runs
+alone it evaluates each list of moves side by side, a candidate ahead of
+the one being recorded, dropping those beyond the accepted one
+(docs/planner.md, "Threads"). This plans the planning-time benchmark's
 workloads with 1 and with 2 threads (and, with `--baseline`, the same with
 another build, each row's runs one after the other), checks that every run
 gives the same plan (step time, arena, candidates), and tabulates the wall
