@@ -21,16 +21,6 @@ int64_t BestFitHeap::RoundUp(int64_t bytes) const {
   return (bytes + alignment_ - 1) / alignment_ * alignment_;
 }
 
-void BestFitHeap::AddGap(int64_t offset, int64_t bytes) {
-  free_gaps_.emplace(offset, bytes);
-  fit_.emplace(bytes, offset);
-}
-
-void BestFitHeap::EraseGap(absl::btree_map<int64_t, int64_t>::iterator gap) {
-  fit_.erase({gap->second, gap->first});
-  free_gaps_.erase(gap);
-}
-
 void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   SPILLWAY_CHECK(bytes >= 0, "a buffer cannot have negative size");
   SPILLWAY_CHECK(!live_.contains(buffer), "buffer allocated twice without a free in between");
@@ -45,16 +35,23 @@ void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   }
 
   const int64_t rounded = RoundUp(bytes);
-  // The smallest gap that holds it, the lowest on a tie: `fit_` is ordered by
-  // size, then offset. Every gap offset is a multiple of the alignment
-  // because every block size is, so the gap's start is a valid offset as is.
-  const auto best = fit_.lower_bound({rounded, std::numeric_limits<int64_t>::min()});
+  // The smallest gap that holds it, the lowest on a tie: the scan goes up
+  // by offset and only a strictly smaller gap replaces the one found. Every
+  // gap offset is a multiple of the alignment because every block size is,
+  // so the gap's start is a valid offset as is.
+  auto best = gaps_.end();
+  for (auto gap = gaps_.begin(); gap != gaps_.end(); ++gap) {
+    if (gap->bytes >= rounded && (best == gaps_.end() || gap->bytes < best->bytes)) best = gap;
+  }
   int64_t offset = 0;
-  if (best != fit_.end()) {
-    offset = best->second;
-    const int64_t remainder = best->first - rounded;
-    EraseGap(free_gaps_.find(offset));
-    if (remainder > 0) AddGap(offset + rounded, remainder);
+  if (best != gaps_.end()) {
+    offset = best->offset;
+    if (best->bytes == rounded) {
+      gaps_.erase(best);
+    } else {  // what is left starts higher, still below the next gap
+      best->offset += rounded;
+      best->bytes -= rounded;
+    }
   } else {
     // Nothing holds it: it goes on top. Free never leaves a gap touching the
     // top (it lowers end_ instead), so starting at end_ is the same as starting
@@ -71,34 +68,37 @@ void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
 void BestFitHeap::Free(int32_t buffer) {
   const auto it = live_.find(buffer);
   SPILLWAY_CHECK(it != live_.end(), "freeing a buffer that is not live");
-  Block block = it->second;
+  const Block block = it->second;
   live_.erase(it);
   if (block.bytes == 0) return;
 
   // Merge with the gap just below, then with the gap just above, so no two gaps
   // ever touch: otherwise a buffer that fits their union would miss both.
-  // (Erasing from a B-tree invalidates its iterators: `next` is found again.)
-  auto next = free_gaps_.lower_bound(block.offset);
-  if (next != free_gaps_.begin()) {
-    const auto below = std::prev(next);
-    if (below->first + below->second == block.offset) {
-      block.offset = below->first;
-      block.bytes += below->second;
-      EraseGap(below);
-      next = free_gaps_.lower_bound(block.offset);
+  auto next =
+      std::upper_bound(gaps_.begin(), gaps_.end(), block.offset,
+                       [](int64_t offset, const Block& gap) { return offset < gap.offset; });
+  auto merged = gaps_.end();
+  if (next != gaps_.begin() && std::prev(next)->offset + std::prev(next)->bytes == block.offset) {
+    merged = std::prev(next);
+    merged->bytes += block.bytes;
+  }
+  if (next != gaps_.end() && block.offset + block.bytes == next->offset) {
+    if (merged != gaps_.end()) {
+      merged->bytes += next->bytes;
+      merged = std::prev(gaps_.erase(next));
+    } else {
+      next->offset = block.offset;
+      next->bytes += block.bytes;
+      merged = next;
     }
   }
-  if (next != free_gaps_.end() && block.offset + block.bytes == next->first) {
-    block.bytes += next->second;
-    EraseGap(next);
-  }
+  if (merged == gaps_.end()) merged = gaps_.insert(next, block);
 
   // Gaps live strictly below the top; a gap reaching it is just a lower top.
   // The arena keeps the highest top, since it must hold the highest point.
-  if (block.offset + block.bytes == end_) {
-    end_ = block.offset;
-  } else {
-    AddGap(block.offset, block.bytes);
+  if (merged->offset + merged->bytes == end_) {
+    end_ = merged->offset;
+    gaps_.erase(merged);
   }
 }
 
