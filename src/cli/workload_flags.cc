@@ -175,8 +175,9 @@ void AddPlannerFlags(CLI::App& command, planner::PlannerOptions& options) {
       ->capture_default_str();
   command
       .add_option("--plan-threads", options.threads,
-                  "Threads that evaluate the hybrid planner's candidate plans side by side (0: "
-                  "this machine's, at most 8); the plan is the same with any number")
+                  "Threads the hybrid planner plans on: its starts and refinements side by "
+                  "side, and candidate plans where one runs alone (0: this machine's, at most "
+                  "8); the plan and its counts are the same with any number")
       ->check(Integer(0, 1024))
       ->capture_default_str();
   command

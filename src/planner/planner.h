@@ -79,8 +79,9 @@ struct PlannerOptions {
   // found then (see PlanningContext::Examined). Off only to check that it
   // changes no decision.
   bool recall = true;
-  // Threads that evaluate candidates side by side (0: the machine's, at most
-  // 8). The plan does not depend on it (see FirstBetter).
+  // Threads that plan side by side (0: the machine's, at most 8): hybrid's
+  // lines of search (Lane), and a list of candidates where a line runs alone
+  // (FirstBetter). The plan and its counts do not depend on it.
   int threads = 0;
   // Called after every candidate plan with the number considered so far in
   // this context and its lanes (a command shows it on a terminal during long
