@@ -486,7 +486,11 @@ class Rewriter {
       for (BufferId buffer : instruction.reads) touch(buffer);
       for (BufferId buffer : instruction.writes) touch(buffer);
     }
-    std::vector<std::vector<Instruction>> frees_after(instructions.size());
+    // The buffers to free after each instruction, in id order: a counting
+    // sort of the freed buffers by their last access (a list per instruction
+    // was a heap allocation for most of them, thousands per rewrite).
+    std::vector<int> frees_from(instructions.size() + 1, 0);  // by instruction, then summed
+    std::vector<BufferId> freed;
     for (const Buffer& buffer : program_.buffers) {
       if (buffer.memory != Memory::kDevice || buffer.persistent) continue;
       const ir::ValueId held = holder_[static_cast<size_t>(buffer.id)];
@@ -494,23 +498,35 @@ class Rewriter {
           live_[static_cast<size_t>(held)].buffer == buffer.id) {
         continue;  // a graph output lives to the end of the step
       }
-      const int last = last_access[static_cast<size_t>(buffer.id)];
-      Instruction free;
-      free.kind = InstructionKind::kFree;
-      free.stream = Stream::kCompute;
-      free.buffer = buffer.id;
-      free.step = instructions[static_cast<size_t>(last)].step;
-      for (EventId event : copy_events[static_cast<size_t>(buffer.id)]) {
-        SPILLWAY_CHECK(event != kNoEvent, "every copy records an event");
-        free.waits.push_back(event);
+      freed.push_back(buffer.id);
+      ++frees_from[static_cast<size_t>(last_access[static_cast<size_t>(buffer.id)]) + 1];
+    }
+    for (size_t i = 1; i < frees_from.size(); ++i) frees_from[i] += frees_from[i - 1];
+    std::vector<BufferId> frees(freed.size());
+    {
+      std::vector<int> next(frees_from.begin(), frees_from.end() - 1);
+      for (const BufferId buffer : freed) {
+        const auto last = static_cast<size_t>(last_access[static_cast<size_t>(buffer)]);
+        frees[static_cast<size_t>(next[last]++)] = buffer;
       }
-      frees_after[static_cast<size_t>(last)].push_back(std::move(free));
     }
     std::vector<Instruction> merged;
-    merged.reserve(instructions.size() + program_.buffers.size());
+    merged.reserve(instructions.size() + frees.size());
     for (size_t i = 0; i < instructions.size(); ++i) {
+      const int step = program_.instructions[i].step;
       merged.push_back(std::move(program_.instructions[i]));
-      for (Instruction& free : frees_after[i]) merged.push_back(std::move(free));
+      for (int k = frees_from[i]; k < frees_from[i + 1]; ++k) {
+        const BufferId buffer = frees[static_cast<size_t>(k)];
+        Instruction& free = merged.emplace_back();
+        free.kind = InstructionKind::kFree;
+        free.stream = Stream::kCompute;
+        free.buffer = buffer;
+        free.step = step;
+        for (EventId event : copy_events[static_cast<size_t>(buffer)]) {
+          SPILLWAY_CHECK(event != kNoEvent, "every copy records an event");
+          free.waits.push_back(event);
+        }
+      }
     }
     program_.instructions = std::move(merged);
   }
