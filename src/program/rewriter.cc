@@ -91,18 +91,20 @@ class Rewriter {
       return absl::InvalidArgumentError(fmt::format(
           "the plan covers {} values but the graph has {}", plan_.size(), graph_.num_values()));
     }
-    for (const ir::Value& value : graph_.values()) {
-      const Decision decision = plan_.decision(value.id);
-      if (decision == Decision::kSpill && !CanSpill(value.id) &&
-          !(plan_.at(value.id).refetch_after >= 0 && CanSpillBetweenReads(value.id))) {
+    // By id, from the plan and the setup alone: the graph's values are read
+    // only to name one in an error.
+    for (ir::ValueId value = 0; value < graph_.num_values(); ++value) {
+      const TensorPlan& tensor = plan_.at(value);
+      if (tensor.decision == Decision::kSpill && !CanSpill(value) &&
+          !(tensor.refetch_after >= 0 && CanSpillBetweenReads(value))) {
         return absl::InvalidArgumentError(fmt::format(
             "the plan spills '{}', which is neither a forward activation nor a gradient "
             "spilled between reads",
-            value.name));
+            graph_.value(value).name));
       }
-      if (decision == Decision::kRecompute && !CanRecompute(value.id)) {
-        return absl::InvalidArgumentError(
-            fmt::format("the plan recomputes '{}', which cannot be recomputed", value.name));
+      if (tensor.decision == Decision::kRecompute && !CanRecompute(value)) {
+        return absl::InvalidArgumentError(fmt::format(
+            "the plan recomputes '{}', which cannot be recomputed", graph_.value(value).name));
       }
     }
     return absl::OkStatus();
@@ -119,18 +121,18 @@ class Rewriter {
     host_copy_.assign(num_values, kNoBuffer);
     host_ready_.assign(num_values, kNoEvent);
     fetches_before_step_.assign(static_cast<size_t>(num_steps), {});
-    for (const ir::Value& value : graph_.values()) {
-      const TensorPlan& tensor = plan_.at(value.id);
+    for (ir::ValueId value = 0; value < graph_.num_values(); ++value) {
+      const TensorPlan& tensor = plan_.at(value);
       if (tensor.decision != Decision::kSpill || tensor.fetch_step < 0) continue;
-      if (!CanSpill(value.id)) continue;  // a gradient: fetched just in time
-      const size_t v = static_cast<size_t>(value.id);
+      if (!CanSpill(value)) continue;  // a gradient: fetched just in time
+      const size_t v = static_cast<size_t>(value);
       if (reads_.first_backward_read[v] == kForever) continue;  // never read back
       // A fetch cannot start before the forward pass is done with the
       // original, nor later than the first step that reads it back.
-      const int produced = reads_.step_of_node[static_cast<size_t>(value.producer)];
+      const int produced = reads_.step_of_node[static_cast<size_t>(graph_.value(value).producer)];
       const int earliest = std::max(produced, reads_.last_forward_read[v]) + 1;
       const int step = std::clamp(tensor.fetch_step, earliest, reads_.first_backward_read[v]);
-      fetches_before_step_[static_cast<size_t>(step)].push_back(value.id);
+      fetches_before_step_[static_cast<size_t>(step)].push_back(value);
     }
   }
 
@@ -387,10 +389,11 @@ class Rewriter {
       const ir::ValueId input = node.inputs[k];
       const BufferId buffer = reads[k];
       if (read_elsewhere(buffer)) continue;
+      // The cheap tests first: most inputs are read again later.
+      if (live_[static_cast<size_t>(input)].expires_after != step) continue;
       const Buffer& candidate = program_.buffer(buffer);
       if (candidate.persistent || read_by_copy_[static_cast<size_t>(buffer)]) continue;
-      if (graph_.value(input).type != type || is_output_[static_cast<size_t>(input)]) continue;
-      if (live_[static_cast<size_t>(input)].expires_after != step) continue;
+      if (is_output_[static_cast<size_t>(input)] || graph_.value(input).type != type) continue;
       return buffer;
     }
     return kNoBuffer;
