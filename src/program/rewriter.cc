@@ -139,8 +139,10 @@ class Rewriter {
   // What a recomputation of `node` reads, in order; kInvalidValue where it
   // reads nothing. A batch norm is normalized with its saved statistics, not
   // the running ones (which the first run has already updated in place).
-  static std::vector<ir::ValueId> RecomputeReads(const ir::Node& node) {
-    std::vector<ir::ValueId> reads = node.inputs;
+  // Inline: it is asked for every recomputation a rewrite makes or plans.
+  using ValueIds = absl::InlinedVector<ir::ValueId, 8>;
+  static ValueIds RecomputeReads(const ir::Node& node) {
+    ValueIds reads(node.inputs.begin(), node.inputs.end());
     if (RecomputeReadsSavedStatistics(node)) {
       reads[3] = reads[4] = ir::kInvalidValue;
       reads.push_back(node.outputs[1]);
@@ -342,7 +344,7 @@ class Rewriter {
           val.name, step, graph_.node(program_.schedule[static_cast<size_t>(step)]).name));
     }
     const ir::Node& node = graph_.node(val.producer);
-    const std::vector<ir::ValueId> needed = RecomputeReads(node);
+    const ValueIds needed = RecomputeReads(node);
     for (ir::ValueId input : needed) {
       if (input != ir::kInvalidValue) RETURN_IF_ERROR(Materialize(input, step));
     }
