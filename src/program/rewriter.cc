@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,7 @@ class Rewriter {
  public:
   Rewriter(const ir::Graph& graph, const RewriteSetup& setup, const Plan& plan)
       : graph_(graph),
+        setup_(setup),
         plan_(plan),
         reads_(setup.reads),
         value_bytes_(setup.value_bytes),
@@ -80,6 +82,28 @@ class Rewriter {
     return can_spill_between_reads_[static_cast<size_t>(value)];
   }
   bool CanRecompute(ir::ValueId value) const { return can_recompute_[static_cast<size_t>(value)]; }
+
+  // What a rewrite reads of a node.
+  struct NodeView {
+    ir::NodeId id = 0;
+    ir::OpKind op = ir::OpKind::kRelu;
+    std::span<const ir::ValueId> inputs;
+    std::span<const ir::ValueId> outputs;
+  };
+  // The node scheduled at `step`, from the setup's arrays.
+  NodeView StepNode(int step) const {
+    const auto s = static_cast<size_t>(step);
+    const auto in = static_cast<size_t>(setup_.input_begin[s]);
+    const auto out = static_cast<size_t>(setup_.output_begin[s]);
+    return {
+        program_.schedule[s], setup_.op[s],
+        std::span(setup_.inputs).subspan(in, static_cast<size_t>(setup_.input_begin[s + 1]) - in),
+        std::span(setup_.outputs)
+            .subspan(out, static_cast<size_t>(setup_.output_begin[s + 1]) - out)};
+  }
+  static NodeView ViewOf(const ir::Node& node) {
+    return {node.id, node.op, node.inputs, node.outputs};
+  }
 
   struct Live {
     BufferId buffer = kNoBuffer;
@@ -163,12 +187,12 @@ class Rewriter {
   void ExtendKeptLifetimes() {
     keep_until_ = reads_.last_read;
     std::vector<int> rebuilt_until(static_cast<size_t>(graph_.num_values()), -1);
-    for (auto id = program_.schedule.rbegin(); id != program_.schedule.rend(); ++id) {
-      const ir::Node& node = graph_.node(*id);
-      if (node.outputs.empty()) continue;
-      const size_t out = static_cast<size_t>(node.outputs[0]);
+    for (int step = static_cast<int>(program_.schedule.size()) - 1; step >= 0; --step) {
+      const NodeView view = StepNode(step);
+      if (view.outputs.empty()) continue;
+      const size_t out = static_cast<size_t>(view.outputs[0]);
       int latest = rebuilt_until[out];
-      switch (plan_.decision(node.outputs[0])) {
+      switch (plan_.decision(view.outputs[0])) {
         case Decision::kRecompute:
           latest = std::max(latest, reads_.last_read[out]);
           break;
@@ -179,7 +203,7 @@ class Rewriter {
           continue;  // fetched, not rebuilt
       }
       if (latest < 0) continue;
-      for (ir::ValueId input : RecomputeReads(node)) {
+      for (ir::ValueId input : RecomputeReads(graph_.node(view.id))) {
         if (input == ir::kInvalidValue || plan_.decision(input) == Decision::kSpill) continue;
         const size_t v = static_cast<size_t>(input);
         if (CanRecompute(input)) {
@@ -232,7 +256,7 @@ class Rewriter {
   // The scratch buffer the kernel of `node` declares, allocated just before
   // its instruction (which InsertFrees frees right after, its only access);
   // kNoBuffer where it declares none.
-  BufferId EmitScratch(const ir::Node& node, int step) {
+  BufferId EmitScratch(const NodeView& node, int step) {
     const size_t n = static_cast<size_t>(node.id);
     if (n >= scratch_bytes_.size() || scratch_bytes_[n] == 0) return kNoBuffer;
     const BufferId scratch = NewBuffer(BufferRole::kScratch, node.outputs.front(), Memory::kDevice,
@@ -364,7 +388,7 @@ class Rewriter {
     recompute.writes.assign(node.outputs.size(), kNoBuffer);
     recompute.writes[0] = rebuilt;
     EmitAlloc(rebuilt, Stream::kCompute, step);
-    recompute.scratch = EmitScratch(node, step);
+    recompute.scratch = EmitScratch(ViewOf(node), step);
     Emit(std::move(recompute));
     live_[v] = {rebuilt, ExpiryOfRebuilt(value, step)};
     return absl::OkStatus();
@@ -376,7 +400,7 @@ class Rewriter {
   // contents), and the node does not also read it as an input it may not
   // write over (a convolution's dy that is its acc too). Saves an
   // allocation for every relu, add and gradient sum.
-  BufferId Donation(const ir::Node& node, size_t output, const BufferIds& reads, int step) const {
+  BufferId Donation(const NodeView& node, size_t output, const BufferIds& reads, int step) const {
     const ir::OpDef& def = ir::GetOpDef(node.op);
     if (output != 0 || !def.may_overwrite_inputs) return kNoBuffer;
     const ir::TensorType& type = graph_.value(node.outputs[0]).type;
@@ -419,7 +443,7 @@ class Rewriter {
   }
 
   absl::Status EmitCompute(int step) {
-    const ir::Node& node = graph_.node(program_.schedule[static_cast<size_t>(step)]);
+    const NodeView node = StepNode(step);
     for (ir::ValueId input : node.inputs) RETURN_IF_ERROR(Materialize(input, step));
 
     Instruction compute;
@@ -537,6 +561,7 @@ class Rewriter {
   }
 
   const ir::Graph& graph_;
+  const RewriteSetup& setup_;
   const Plan& plan_;
   const ScheduleReads& reads_;
   std::span<const int64_t> value_bytes_;
@@ -565,6 +590,16 @@ RewriteSetup RewriteSetup::Of(const ir::Graph& graph, std::vector<ir::NodeId> sc
   setup.reads = ScheduleReads::Of(graph, schedule);
   setup.schedule = std::move(schedule);
   setup.scratch_bytes = std::move(scratch_bytes);
+  setup.input_begin.push_back(0);
+  setup.output_begin.push_back(0);
+  for (const ir::NodeId id : setup.schedule) {
+    const ir::Node& node = graph.node(id);
+    setup.op.push_back(node.op);
+    setup.inputs.insert(setup.inputs.end(), node.inputs.begin(), node.inputs.end());
+    setup.outputs.insert(setup.outputs.end(), node.outputs.begin(), node.outputs.end());
+    setup.input_begin.push_back(static_cast<int>(setup.inputs.size()));
+    setup.output_begin.push_back(static_cast<int>(setup.outputs.size()));
+  }
   setup.value_bytes.reserve(static_cast<size_t>(graph.num_values()));
   for (const ir::Value& value : graph.values()) {
     setup.value_bytes.push_back(value.type.bytes());
