@@ -717,14 +717,16 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
     const int64_t end = buffer.offset + buffer.bytes;
     split_at(begin);
     split_at(end);
+    // The segments inside [begin, end) go, in one erase, and one takes their place.
     previous.clear();
-    for (auto it = occupant.lower_bound(begin); it != occupant.end() && it->first < end;) {
-      previous.push_back(it->second.buffer);
-      it = occupant.erase(it);
+    const auto first = occupant.lower_bound(begin);
+    auto last = first;
+    for (; last != occupant.end() && last->first < end; ++last) {
+      previous.push_back(last->second.buffer);
     }
+    occupant.emplace_hint(occupant.erase(first, last), begin, Segment{end, buffer.id});
     std::sort(previous.begin(), previous.end());
     previous.erase(std::unique(previous.begin(), previous.end()), previous.end());
-    occupant.emplace_hint(occupant.lower_bound(begin), begin, Segment{end, buffer.id});
     for (BufferId before : previous) {
       const int index = free_index[static_cast<size_t>(before)];
       SPILLWAY_CHECK(index >= 0 && index < static_cast<int>(i),
