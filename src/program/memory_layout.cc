@@ -23,13 +23,16 @@ int64_t BestFitHeap::RoundUp(int64_t bytes) const {
 
 void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   SPILLWAY_CHECK(bytes >= 0, "a buffer cannot have negative size");
-  SPILLWAY_CHECK(!live_.contains(buffer), "buffer allocated twice without a free in between");
+  SPILLWAY_CHECK(buffer >= 0, "a buffer id cannot be negative");
+  const auto id = static_cast<size_t>(buffer);
+  if (id >= live_.size()) live_.resize(id + 1, Block{0, -1});
+  SPILLWAY_CHECK(live_[id].bytes < 0, "buffer allocated twice without a free in between");
 
   // A zero-byte buffer overlaps nothing, so it can sit anywhere. Offset 0 is
   // aligned and inside every arena (even an empty one), and keeping it out of
   // the gap bookkeeping means it can never split a gap or move the top.
   if (bytes == 0) {
-    live_[buffer] = Block{0, 0};
+    live_[id] = Block{0, 0};
     placements_.emplace_back(buffer, 0);
     return;
   }
@@ -61,15 +64,16 @@ void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
     arena_bytes_ = std::max(arena_bytes_, end_);
   }
 
-  live_[buffer] = Block{offset, rounded};
+  live_[id] = Block{offset, rounded};
   placements_.emplace_back(buffer, offset);
 }
 
 void BestFitHeap::Free(int32_t buffer) {
-  const auto it = live_.find(buffer);
-  SPILLWAY_CHECK(it != live_.end(), "freeing a buffer that is not live");
-  const Block block = it->second;
-  live_.erase(it);
+  const auto id = static_cast<size_t>(buffer);
+  SPILLWAY_CHECK(buffer >= 0 && id < live_.size() && live_[id].bytes >= 0,
+                 "freeing a buffer that is not live");
+  const Block block = live_[id];
+  live_[id].bytes = -1;
   if (block.bytes == 0) return;
 
   // Merge with the gap just below, then with the gap just above, so no two gaps

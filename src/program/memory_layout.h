@@ -70,7 +70,9 @@ class BestFitHeap final : public HeapAlgorithm {
   // GPT-2's planning, 4 and 18 in ResNet-152's), where two B-trees (by
   // offset, and by size for the fit) cost more to keep than the scan.
   std::vector<Block> gaps_;
-  absl::flat_hash_map<int32_t, Block> live_;             // buffer -> where it is
+  // By buffer id (ids are small and dense: a Program's count from 0): where
+  // each live buffer is; bytes < 0 where it is not live.
+  std::vector<Block> live_;
   int64_t end_ = 0;                                      // current top of the arena
   int64_t arena_bytes_ = 0;                              // the highest top so far
   std::vector<std::pair<int32_t, int64_t>> placements_;  // (buffer, offset), in Alloc order
