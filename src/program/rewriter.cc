@@ -44,15 +44,7 @@ constexpr int kForever = ScheduleReads::kNever;
 class Rewriter {
  public:
   Rewriter(const ir::Graph& graph, const RewriteSetup& setup, const Plan& plan)
-      : graph_(graph),
-        setup_(setup),
-        plan_(plan),
-        reads_(setup.reads),
-        value_bytes_(setup.value_bytes),
-        scratch_bytes_(setup.scratch_bytes),
-        can_spill_(setup.can_spill),
-        can_spill_between_reads_(setup.can_spill_between_reads),
-        can_recompute_(setup.can_recompute) {
+      : graph_(graph), setup_(setup), plan_(plan), reads_(setup.reads) {
     program_.graph = &graph;
     program_.schedule = setup.schedule;
     // About one buffer per value and three instructions per step (an alloc,
@@ -77,11 +69,13 @@ class Rewriter {
 
  private:
   // The setup's answers, by value (plan.h's functions of the same names).
-  bool CanSpill(ir::ValueId value) const { return can_spill_[static_cast<size_t>(value)]; }
+  bool CanSpill(ir::ValueId value) const { return setup_.can_spill[static_cast<size_t>(value)]; }
   bool CanSpillBetweenReads(ir::ValueId value) const {
-    return can_spill_between_reads_[static_cast<size_t>(value)];
+    return setup_.can_spill_between_reads[static_cast<size_t>(value)];
   }
-  bool CanRecompute(ir::ValueId value) const { return can_recompute_[static_cast<size_t>(value)]; }
+  bool CanRecompute(ir::ValueId value) const {
+    return setup_.can_recompute[static_cast<size_t>(value)];
+  }
 
   // What a rewrite reads of a node.
   struct NodeView {
@@ -221,7 +215,7 @@ class Rewriter {
     buffer.id = static_cast<BufferId>(program_.buffers.size());
     buffer.role = role;
     buffer.value = value;
-    buffer.bytes = bytes >= 0 ? bytes : value_bytes_[static_cast<size_t>(value)];
+    buffer.bytes = bytes >= 0 ? bytes : setup_.value_bytes[static_cast<size_t>(value)];
     buffer.memory = memory;
     buffer.persistent = persistent;
     program_.buffers.push_back(std::move(buffer));
@@ -258,9 +252,9 @@ class Rewriter {
   // kNoBuffer where it declares none.
   BufferId EmitScratch(const NodeView& node, int step) {
     const size_t n = static_cast<size_t>(node.id);
-    if (n >= scratch_bytes_.size() || scratch_bytes_[n] == 0) return kNoBuffer;
+    if (n >= setup_.scratch_bytes.size() || setup_.scratch_bytes[n] == 0) return kNoBuffer;
     const BufferId scratch = NewBuffer(BufferRole::kScratch, node.outputs.front(), Memory::kDevice,
-                                       false, scratch_bytes_[n]);
+                                       false, setup_.scratch_bytes[n]);
     EmitAlloc(scratch, Stream::kCompute, step);
     return scratch;
   }
@@ -563,12 +557,7 @@ class Rewriter {
   const ir::Graph& graph_;
   const RewriteSetup& setup_;
   const Plan& plan_;
-  const ScheduleReads& reads_;
-  std::span<const int64_t> value_bytes_;
-  std::span<const int64_t> scratch_bytes_;  // per node; empty: none declares any
-  const std::vector<bool>& can_spill_;
-  const std::vector<bool>& can_spill_between_reads_;
-  const std::vector<bool>& can_recompute_;
+  const ScheduleReads& reads_;  // setup_.reads
   Program program_;
   std::vector<int> keep_until_;  // per value: the last step a kept value is read
   std::vector<bool> is_output_;
