@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <vector>
 
 #include "support/check.h"
 
@@ -45,28 +47,93 @@ struct State {
   int parent = -1;  // index of the state there
 };
 
-// Keeps the states no other state beats on both counts, by increasing bytes.
-void Prune(std::vector<State>& states, int max_frontier) {
-  std::sort(states.begin(), states.end(), [](const State& a, const State& b) {
-    return a.kept < b.kept || (a.kept == b.kept && a.saved_s > b.saved_s);
-  });
-  std::vector<State> frontier;
-  for (const State& state : states) {
-    if (frontier.empty() || state.saved_s > frontier.back().saved_s) frontier.push_back(state);
-  }
-  if (max_frontier > 0 && static_cast<int>(frontier.size()) > max_frontier) {
-    // Thin evenly by position in the frontier, keeping both ends.
-    std::vector<State> thinned;
-    const double stride = static_cast<double>(frontier.size() - 1) / (max_frontier - 1);
-    for (int k = 0; k < max_frontier; ++k) {
-      thinned.push_back(frontier[static_cast<size_t>(std::lround(k * stride))]);
-    }
-    frontier = std::move(thinned);
-  }
-  states = std::move(frontier);
+// A state of the frontier at `position` (-1: the chain input), as the states
+// after it see it: what it holds and saves, and where it is.
+struct Ref {
+  int64_t kept = 0;
+  double saved_s = 0;
+  int position = -1;
+  int index = 0;
+};
+
+// The order in which frontiers are read: fewer bytes first, then more saved;
+// among exact ties, the later position and then the lower index, which makes
+// the plan a function of the chain alone (not of a sort's handling of ties).
+bool Before(const Ref& a, const Ref& b) {
+  if (a.kept != b.kept) return a.kept < b.kept;
+  if (a.saved_s != b.saved_s) return a.saved_s > b.saved_s;
+  if (a.position != b.position) return a.position > b.position;
+  return a.index < b.index;
 }
 
-std::vector<int64_t> SegmentCandidates(std::span<const ChainTensor> chain, int64_t limit,
+// The states of two frontiers that no other state of either beats on both
+// counts, in the order above. A frontier so merged is one too, and merging
+// is associative: the frontier of a union does not depend on how it is split.
+std::vector<Ref> MergeFrontiers(std::span<const Ref> a, std::span<const Ref> b) {
+  std::vector<Ref> merged;
+  merged.reserve(a.size() + b.size());
+  auto keep = [&](const Ref& ref) {
+    if (merged.empty() || ref.saved_s > merged.back().saved_s) merged.push_back(ref);
+  };
+  auto x = a.begin();
+  auto y = b.begin();
+  while (x != a.end() && y != b.end()) keep(Before(*y, *x) ? *y++ : *x++);
+  for (; x != a.end(); ++x) keep(*x);
+  for (; y != b.end(); ++y) keep(*y);
+  return merged;
+}
+
+// The frontier of the union of the frontiers at a window of positions that
+// only ever grows at its end and shrinks at its start (a queue made of two
+// stacks, each entry of the front stack holding the union of itself and the
+// entries below it): each position is merged O(1) times on average.
+class WindowFrontier {
+ public:
+  void PushBack(std::vector<Ref> frontier) {
+    back_union_ = MergeFrontiers(back_union_, frontier);
+    back_.push_back(std::move(frontier));
+  }
+
+  void PopFront() {
+    if (front_.empty()) {
+      std::vector<Ref> below;
+      for (auto it = back_.rbegin(); it != back_.rend(); ++it) {
+        below = MergeFrontiers(*it, below);
+        front_.push_back(below);
+      }
+      back_.clear();
+      back_union_.clear();
+    }
+    SPILLWAY_CHECK(!front_.empty(), "popping an empty window");
+    front_.pop_back();
+  }
+
+  std::vector<Ref> Union() const {
+    if (front_.empty()) return back_union_;
+    return MergeFrontiers(front_.back(), back_union_);
+  }
+
+ private:
+  std::vector<std::vector<Ref>> front_;  // oldest last
+  std::vector<std::vector<Ref>> back_;   // newest last
+  std::vector<Ref> back_union_;
+};
+
+// Keeps `count` states of a frontier, evenly by position in it, both ends
+// included.
+std::vector<State> Thin(std::vector<State> frontier, int count) {
+  if (count <= 0 || static_cast<int>(frontier.size()) <= count) return frontier;
+  std::vector<State> thinned;
+  const double stride = static_cast<double>(frontier.size() - 1) / (count - 1);
+  for (int k = 0; k < count; ++k) {
+    thinned.push_back(frontier[static_cast<size_t>(std::lround(k * stride))]);
+  }
+  return thinned;
+}
+
+}  // namespace
+
+std::vector<int64_t> ChainSegmentSizes(std::span<const ChainTensor> chain, int64_t limit,
                                        int grid) {
   std::vector<int64_t> sizes{0};
   if (grid == 0) {
@@ -97,8 +164,6 @@ std::vector<int64_t> SegmentCandidates(std::span<const ChainTensor> chain, int64
   return sizes;
 }
 
-}  // namespace
-
 ChainSolution SolveChain(std::span<const ChainTensor> chain, int64_t limit_bytes,
                          const ChainOptions& options) {
   const int n = static_cast<int>(chain.size());
@@ -115,33 +180,35 @@ ChainSolution SolveChain(std::span<const ChainTensor> chain, int64_t limit_bytes
   };
 
   ChainSolution best;
-  for (int64_t segment : SegmentCandidates(chain, limit_bytes, options.segment_candidates)) {
+  for (int64_t segment : ChainSegmentSizes(chain, limit_bytes, options.segment_candidates)) {
     const int64_t room = limit_bytes - segment;  // for checkpoints
     if (room < 0) continue;
-    // frontier[i + 1]: the states whose last checkpoint is t_i; frontier[0]
-    // is the chain input, which holds nothing.
+    // frontier[i + 1]: the states whose last checkpoint is t_i, by
+    // increasing bytes and savings; frontier[0] is the chain input, which
+    // holds nothing.
     std::vector<std::vector<State>> frontier(static_cast<size_t>(n) + 2);
     frontier[0] = {State{}};
+    // The previous checkpoint of t_i can be any position whose segment up to
+    // t_i fits `segment`: a window of positions that moves right with i.
+    WindowFrontier window;
+    int oldest = -1;                // the window's first position
     for (int i = 0; i <= n; ++i) {  // i == n: the end of the chain
       if (options.stop && options.stop()) return best;
-      std::vector<State> states;
-      for (int from = i - 1; from >= -1; --from) {
-        if (between(from, i) > segment) break;  // segments only grow going back
-        for (size_t k = 0; k < frontier[static_cast<size_t>(from) + 1].size(); ++k) {
-          const State& previous = frontier[static_cast<size_t>(from) + 1][k];
-          State next = previous;
-          if (i < n) {
-            next.kept += chain[static_cast<size_t>(i)].bytes;
-            next.saved_s += chain[static_cast<size_t>(i)].rebuild_s;
-          }
-          if (next.kept > room) continue;
-          next.from = from;
-          next.parent = static_cast<int>(k);
-          states.push_back(next);
-        }
+      std::vector<Ref> newest;
+      const std::vector<State>& last = frontier[static_cast<size_t>(i)];  // position i - 1
+      for (size_t k = 0; k < last.size(); ++k) {
+        newest.push_back({last[k].kept, last[k].saved_s, i - 1, static_cast<int>(k)});
       }
-      Prune(states, options.max_frontier);
-      frontier[static_cast<size_t>(i) + 1] = std::move(states);
+      window.PushBack(std::move(newest));
+      for (; between(oldest, i) > segment; ++oldest) window.PopFront();
+      const int64_t bytes = i < n ? chain[static_cast<size_t>(i)].bytes : 0;
+      const double rebuild_s = i < n ? chain[static_cast<size_t>(i)].rebuild_s : 0;
+      std::vector<State> states;
+      for (const Ref& ref : window.Union()) {
+        if (ref.kept + bytes > room) break;  // the union is by increasing bytes
+        states.push_back({ref.kept + bytes, ref.saved_s + rebuild_s, ref.position, ref.index});
+      }
+      frontier[static_cast<size_t>(i) + 1] = Thin(std::move(states), options.max_frontier);
     }
     const std::vector<State>& ends = frontier[static_cast<size_t>(n) + 1];
     if (ends.empty()) continue;

@@ -13,8 +13,12 @@
 // SolveChain minimizes the cost subject to peak <= limit exactly: for each
 // candidate largest segment L it runs a dynamic program over "the last
 // checkpoint is t_i" whose states are the Pareto frontier of (checkpoint
-// bytes, rebuild time saved). BruteForceChain enumerates every subset, for
-// tests.
+// bytes, rebuild time saved). The previous checkpoint of t_i lies in a window
+// of positions that slides right with i, so the frontier at t_i is that of
+// the union of the window's frontiers, kept for the window as it slides;
+// among states that tie exactly, the one whose previous checkpoint is later
+// wins, so the plan depends on the chain alone. BruteForceChain enumerates
+// every subset, for tests.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +55,12 @@ struct ChainOptions {
 
 int64_t ChainPeak(std::span<const ChainTensor> chain, const std::vector<bool>& checkpoint);
 double ChainRebuildSeconds(std::span<const ChainTensor> chain, const std::vector<bool>& checkpoint);
+
+// The largest-segment sizes SolveChain tries: 0 and, with `grid` 0, every
+// contiguous sum up to `limit_bytes`, else `grid` sizes on a geometric grid
+// (ChainOptions::segment_candidates); sorted, without repeats.
+std::vector<int64_t> ChainSegmentSizes(std::span<const ChainTensor> chain, int64_t limit_bytes,
+                                       int grid);
 
 ChainSolution SolveChain(std::span<const ChainTensor> chain, int64_t limit_bytes,
                          const ChainOptions& options = {});

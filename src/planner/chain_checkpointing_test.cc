@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace spillway::planner {
@@ -63,6 +66,119 @@ TEST(ChainCheckpointing, MatchesBruteForceOnRandomShortChains) {
     EXPECT_EQ(solved.peak_bytes, ChainPeak(chain, solved.checkpoint));
     EXPECT_NEAR(solved.rebuild_s, ChainRebuildSeconds(chain, solved.checkpoint), 1e-9);
   }
+}
+
+// The dynamic program as first written, for comparison: at each position,
+// every state of every position in reach is gathered and sorted (ties broken
+// by the later previous checkpoint, then the lower index), then pruned.
+struct SortedState {
+  int64_t kept = 0;
+  double saved_s = 0;
+  int from = -1;
+  int parent = -1;
+};
+
+ChainSolution SolveChainBySorting(std::span<const ChainTensor> chain, int64_t limit,
+                                  const ChainOptions& options) {
+  using State = SortedState;
+  const int n = static_cast<int>(chain.size());
+  double total_s = 0;
+  for (const ChainTensor& tensor : chain) total_s += tensor.rebuild_s;
+  std::vector<int64_t> prefix{0};
+  for (const ChainTensor& tensor : chain) prefix.push_back(prefix.back() + tensor.bytes);
+  auto between = [&](int a, int b) {
+    return prefix[static_cast<size_t>(b)] - prefix[static_cast<size_t>(a) + 1];
+  };
+  ChainSolution best;
+  for (int64_t segment : ChainSegmentSizes(chain, limit, options.segment_candidates)) {
+    const int64_t room = limit - segment;
+    if (room < 0) continue;
+    std::vector<std::vector<State>> frontier{{State{}}};  // the chain input's
+    frontier.resize(static_cast<size_t>(n) + 2);
+    for (int i = 0; i <= n; ++i) {
+      std::vector<State> states;
+      for (int from = i - 1; from >= -1 && between(from, i) <= segment; --from) {
+        const std::vector<State>& there = frontier[static_cast<size_t>(from) + 1];
+        for (size_t k = 0; k < there.size(); ++k) {
+          State next = there[k];
+          if (i < n) {
+            next.kept += chain[static_cast<size_t>(i)].bytes;
+            next.saved_s += chain[static_cast<size_t>(i)].rebuild_s;
+          }
+          next.from = from;
+          next.parent = static_cast<int>(k);
+          if (next.kept <= room) states.push_back(next);
+        }
+      }
+      std::stable_sort(states.begin(), states.end(), [](const State& a, const State& b) {
+        return a.kept < b.kept || (a.kept == b.kept && a.saved_s > b.saved_s);
+      });
+      std::vector<State> pruned;
+      for (const State& state : states) {
+        if (pruned.empty() || state.saved_s > pruned.back().saved_s) pruned.push_back(state);
+      }
+      if (options.max_frontier > 0 && static_cast<int>(pruned.size()) > options.max_frontier) {
+        std::vector<State> thinned;
+        const double stride = static_cast<double>(pruned.size() - 1) / (options.max_frontier - 1);
+        for (int k = 0; k < options.max_frontier; ++k) {
+          thinned.push_back(pruned[static_cast<size_t>(std::lround(k * stride))]);
+        }
+        pruned = std::move(thinned);
+      }
+      frontier[static_cast<size_t>(i) + 1] = std::move(pruned);
+    }
+    const std::vector<State>& ends = frontier[static_cast<size_t>(n) + 1];
+    if (ends.empty() || (best.feasible && total_s - ends.back().saved_s >= best.rebuild_s))
+      continue;
+    std::vector<bool> checkpoint(static_cast<size_t>(n), false);
+    for (int position = ends.back().from, index = ends.back().parent; position >= 0;) {
+      checkpoint[static_cast<size_t>(position)] = true;
+      const State& state = frontier[static_cast<size_t>(position) + 1][static_cast<size_t>(index)];
+      position = state.from;
+      index = state.parent;
+    }
+    best = {true, checkpoint, ChainPeak(chain, checkpoint), total_s - ends.back().saved_s};
+  }
+  return best;
+}
+
+TEST(ChainCheckpointing, TheSlidingWindowChoosesWhatSortingEveryStateChooses) {
+  // Chains of a few repeated layers, whose plans tie exactly (rebuild times
+  // are whole seconds, so sums are exact), exact and on a grid with a capped
+  // frontier: the same checkpoints, not only the same cost.
+  std::mt19937 random(20261207);
+  std::uniform_int_distribution<int> length(1, 40);
+  std::uniform_int_distribution<int> kinds(1, 3);
+  std::uniform_int_distribution<int64_t> bytes(1, 8);
+  std::uniform_int_distribution<int> seconds(0, 4);
+  const ChainOptions capped{.segment_candidates = 6, .max_frontier = 4};
+  int ties = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<ChainTensor> layer(static_cast<size_t>(kinds(random)));
+    for (ChainTensor& tensor : layer)
+      tensor = {bytes(random), static_cast<double>(seconds(random))};
+    std::vector<ChainTensor> chain(static_cast<size_t>(length(random)));
+    int64_t total = 0;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      chain[i] = layer[i % layer.size()];
+      total += chain[i].bytes;
+    }
+    std::uniform_int_distribution<int64_t> limit(0, total + 4);
+    const int64_t budget = limit(random);
+    for (const ChainOptions& options : {ChainOptions{}, capped}) {
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << ", limit " << budget << ", grid "
+                                        << options.segment_candidates);
+      const ChainSolution sorted = SolveChainBySorting(chain, budget, options);
+      const ChainSolution solved = SolveChain(chain, budget, options);
+      ASSERT_EQ(solved.feasible, sorted.feasible);
+      EXPECT_EQ(solved.checkpoint, sorted.checkpoint);
+      EXPECT_EQ(solved.rebuild_s, sorted.rebuild_s);
+      EXPECT_EQ(solved.peak_bytes, sorted.peak_bytes);
+      // Another plan as cheap exists: the choice among ties was made.
+      if (solved.feasible && layer.size() < chain.size()) ++ties;
+    }
+  }
+  EXPECT_GT(ties, 100);
 }
 
 TEST(ChainCheckpointing, TheGridAndFrontierCapStillGiveValidPlans) {
