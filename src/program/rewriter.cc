@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -684,19 +685,11 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
     BufferId buffer = kNoBuffer;
   };
   // A B-tree: a candidate's layout is applied thousands of times a planning,
-  // and a node per segment was a third of this function's time. Inserting
-  // invalidates its iterators, so a split shortens the segment first.
+  // and a node per segment was a third of this function's time. Each alloc
+  // finds its place with one search and changes the tree with at most one
+  // range erase and two hinted inserts (inserting invalidates iterators, so
+  // a segment it cuts is shortened before its tail goes in).
   absl::btree_map<int64_t, Segment> occupant;  // start -> segment
-  auto split_at = [&](int64_t at) {
-    auto it = occupant.upper_bound(at);
-    if (it == occupant.begin()) return;
-    --it;
-    if (it->first < at && it->second.end > at) {
-      const Segment tail{it->second.end, it->second.buffer};
-      it->second.end = at;
-      occupant.emplace_hint(std::next(it), at, tail);
-    }
-  };
   std::vector<BufferId> previous;  // the buffers whose bytes an alloc takes over, once each
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     if (program.instructions[i].kind != InstructionKind::kAlloc) continue;
@@ -704,16 +697,43 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
     if (buffer.bytes == 0) continue;
     const int64_t begin = buffer.offset;
     const int64_t end = buffer.offset + buffer.bytes;
-    split_at(begin);
-    split_at(end);
-    // The segments inside [begin, end) go, in one erase, and one takes their place.
+    const Segment placed{end, buffer.id};
     previous.clear();
-    const auto first = occupant.lower_bound(begin);
-    auto last = first;
-    for (; last != occupant.end() && last->first < end; ++last) {
-      previous.push_back(last->second.buffer);
+    // The segments that overlap [begin, end): perhaps one starting before
+    // `begin`, then those starting in [begin, end).
+    auto first = occupant.upper_bound(begin);
+    bool inside_one = false;  // [begin, end) lies strictly inside one segment
+    if (first != occupant.begin()) {
+      const auto before = std::prev(first);
+      if (before->second.end > begin) {
+        if (before->first == begin) {
+          first = before;  // covered from its start: it goes with the rest
+        } else {
+          previous.push_back(before->second.buffer);
+          if (before->second.end > end) {
+            // Cut in three: its head stays, [begin, end) and its tail go in.
+            const Segment tail = before->second;
+            before->second.end = begin;
+            const auto middle = occupant.emplace_hint(first, begin, placed);
+            occupant.emplace_hint(std::next(middle), end, tail);
+            inside_one = true;
+          } else {
+            before->second.end = begin;  // its head stays
+          }
+        }
+      }
     }
-    occupant.emplace_hint(occupant.erase(first, last), begin, Segment{end, buffer.id});
+    if (!inside_one) {
+      auto last = first;
+      for (; last != occupant.end() && last->first < end; ++last) {
+        previous.push_back(last->second.buffer);
+      }
+      // The last segment covered may reach past `end`: its tail stays.
+      std::optional<Segment> tail;
+      if (last != first && std::prev(last)->second.end > end) tail = std::prev(last)->second;
+      const auto at = occupant.emplace_hint(occupant.erase(first, last), begin, placed);
+      if (tail) occupant.emplace_hint(std::next(at), end, *tail);
+    }
     std::sort(previous.begin(), previous.end());
     previous.erase(std::unique(previous.begin(), previous.end()), previous.end());
     for (BufferId before : previous) {
