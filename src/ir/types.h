@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace spillway::ir {
@@ -54,6 +55,10 @@ struct TensorType {
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
 
   friend bool operator==(const TensorType&, const TensorType&) = default;
+  template <typename H>
+  friend H AbslHashValue(H state, const TensorType& type) {
+    return H::combine(std::move(state), type.dtype, type.shape, type.layout);
+  }
 };
 
 TensorType F32(Shape shape, Layout layout = Layout::kRowMajor);

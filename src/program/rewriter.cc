@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "fmt/format.h"
 #include "ir/op_registry.h"
 #include "support/check.h"
@@ -398,7 +399,7 @@ class Rewriter {
   BufferId Donation(const NodeView& node, size_t output, const BufferIds& reads, int step) const {
     const ir::OpDef& def = ir::GetOpDef(node.op);
     if (output != 0 || !def.may_overwrite_inputs) return kNoBuffer;
-    const ir::TensorType& type = graph_.value(node.outputs[0]).type;
+    const int32_t type = setup_.type_class[static_cast<size_t>(node.outputs[0])];
     const auto read_elsewhere = [&](BufferId buffer) {
       for (size_t j = 0; j < reads.size(); ++j) {
         if (reads[j] == buffer && !def.MayOverwrite(j)) return true;
@@ -414,7 +415,9 @@ class Rewriter {
       if (live_[static_cast<size_t>(input)].expires_after != step) continue;
       const Buffer& candidate = program_.buffer(buffer);
       if (candidate.persistent || read_by_copy_[static_cast<size_t>(buffer)]) continue;
-      if (is_output_[static_cast<size_t>(input)] || graph_.value(input).type != type) continue;
+      if (is_output_[static_cast<size_t>(input)] ||
+          setup_.type_class[static_cast<size_t>(input)] != type)
+        continue;
       return buffer;
     }
     return kNoBuffer;
@@ -591,7 +594,10 @@ RewriteSetup RewriteSetup::Of(const ir::Graph& graph, std::vector<ir::NodeId> sc
     setup.output_begin.push_back(static_cast<int>(setup.outputs.size()));
   }
   setup.value_bytes.reserve(static_cast<size_t>(graph.num_values()));
+  absl::flat_hash_map<ir::TensorType, int32_t> classes;
   for (const ir::Value& value : graph.values()) {
+    const int32_t next = static_cast<int32_t>(classes.size());
+    setup.type_class.push_back(classes.try_emplace(value.type, next).first->second);
     setup.value_bytes.push_back(value.type.bytes());
     setup.can_spill.push_back(CanSpill(graph, value.id));
     setup.can_spill_between_reads.push_back(CanSpillBetweenReads(graph, value.id));

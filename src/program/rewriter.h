@@ -61,6 +61,10 @@ struct RewriteSetup {
   std::vector<bool> can_spill;
   std::vector<bool> can_spill_between_reads;
   std::vector<bool> can_recompute;
+  // By value id, a number equal for two values exactly when their types are
+  // (a donation needs an input of the output's type): compared from one
+  // array, where reading the graph's values missed the cache.
+  std::vector<int32_t> type_class;
   // By step, the scheduled node's op, inputs and outputs, each list in one
   // array (step s's inputs are inputs[input_begin[s] .. input_begin[s + 1]]):
   // a rewrite reads them step by step, where the graph's nodes and their
