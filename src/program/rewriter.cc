@@ -49,10 +49,22 @@ class Rewriter {
       : graph_(graph), setup_(setup), plan_(plan), reads_(setup.reads) {
     program_.graph = &graph;
     program_.schedule = setup.schedule;
-    // About one buffer per value and three instructions per step (an alloc,
-    // the compute, a free): reserved so that building seldom moves them.
-    program_.buffers.reserve(static_cast<size_t>(graph.num_values()));
-    program_.instructions.reserve(3 * program_.schedule.size());
+    // Reserved so that building seldom moves them (frees go in afterwards,
+    // into a list of their own): about one buffer per value and three
+    // instructions per step (the compute, an alloc for each output and for
+    // its scratch); a spill adds a host buffer, the copy out, and per fetch
+    // a device buffer, its alloc and the copy back; a recomputation its
+    // buffer, alloc and kernel per rebuild.
+    size_t spilled = 0;
+    size_t recomputed = 0;
+    for (size_t v = 0; v < plan.size(); ++v) {
+      const Decision decision = plan.decision(static_cast<ir::ValueId>(v));
+      spilled += decision == Decision::kSpill ? 1 : 0;
+      recomputed += decision == Decision::kRecompute ? 1 : 0;
+    }
+    program_.buffers.reserve(static_cast<size_t>(graph.num_values()) + 3 * spilled +
+                             2 * recomputed);
+    program_.instructions.reserve(3 * program_.schedule.size() + 5 * spilled + 3 * recomputed);
   }
 
   absl::StatusOr<Program> Run() {
