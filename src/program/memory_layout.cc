@@ -291,16 +291,20 @@ int64_t DecreasingSizeBestFitHeap::RoundUp(int64_t bytes) const {
 
 void DecreasingSizeBestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   SPILLWAY_CHECK(bytes >= 0, "a buffer cannot have negative size");
-  const bool inserted = live_.try_emplace(buffer, intervals_.size()).second;
-  SPILLWAY_CHECK(inserted, "buffer allocated twice without a free in between");
+  SPILLWAY_CHECK(buffer >= 0, "a buffer id cannot be negative");
+  const auto id = static_cast<size_t>(buffer);
+  if (id >= live_.size()) live_.resize(id + 1, -1);
+  SPILLWAY_CHECK(live_[id] < 0, "buffer allocated twice without a free in between");
+  live_[id] = static_cast<int64_t>(intervals_.size());
   intervals_.push_back(Interval{buffer, RoundUp(bytes), clock_++, kLiveToTheEnd});
 }
 
 void DecreasingSizeBestFitHeap::Free(int32_t buffer) {
-  const auto it = live_.find(buffer);
-  SPILLWAY_CHECK(it != live_.end(), "freeing a buffer that is not live");
-  intervals_[it->second].end = clock_++;
-  live_.erase(it);
+  const auto id = static_cast<size_t>(buffer);
+  SPILLWAY_CHECK(buffer >= 0 && id < live_.size() && live_[id] >= 0,
+                 "freeing a buffer that is not live");
+  intervals_[static_cast<size_t>(live_[id])].end = clock_++;
+  live_[id] = -1;
 }
 
 HeapLayout DecreasingSizeBestFitHeap::Finish() {
@@ -323,14 +327,25 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
         static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), end) - starts.begin());
   }
 
-  std::vector<size_t> order(slots);  // slots, largest buffer first
-  for (size_t slot = 0; slot < slots; ++slot) order[slot] = slot;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Interval& x = intervals_[sized[a]];
-    const Interval& y = intervals_[sized[b]];
-    // Starts are distinct ticks, so the id only matters in principle.
+  // Slots, largest buffer first, sorted with their keys beside them (reading
+  // the keys through the slot index missed the cache). Starts are distinct
+  // ticks, so the id only matters in principle.
+  struct Key {
+    int64_t bytes;
+    int64_t start;
+    int32_t buffer;
+    uint32_t slot;
+  };
+  std::vector<Key> keys(slots);
+  for (size_t slot = 0; slot < slots; ++slot) {
+    const Interval& interval = intervals_[sized[slot]];
+    keys[slot] = {interval.bytes, interval.start, interval.buffer, static_cast<uint32_t>(slot)};
+  }
+  std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
     return std::tuple(-x.bytes, x.start, x.buffer) < std::tuple(-y.bytes, y.start, y.buffer);
   });
+  std::vector<size_t> order(slots);
+  for (size_t k = 0; k < slots; ++k) order[k] = keys[k].slot;
 
   std::vector<int64_t> offsets(intervals_.size(), 0);
   // One per thread: the planner lays out candidates on several threads.

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <absl/container/btree_map.h>
-#include <absl/container/flat_hash_map.h>
 
 #include <cstdint>
 #include <limits>
@@ -139,9 +138,11 @@ class DecreasingSizeBestFitHeap final : public HeapAlgorithm {
 
   int64_t alignment_;
   int64_t give_up_above_;
-  int64_t clock_ = 0;                          // the tick of the next call
-  std::vector<Interval> intervals_;            // in Alloc order, so by start
-  absl::flat_hash_map<int32_t, size_t> live_;  // buffer -> its open interval
+  int64_t clock_ = 0;                // the tick of the next call
+  std::vector<Interval> intervals_;  // in Alloc order, so by start
+  // By buffer id, the index of its open interval in intervals_, -1 when it
+  // has none (ids are small and dense, so a vector rather than a hash map).
+  std::vector<int64_t> live_;
 };
 
 // Records the calls it receives and forwards them to another algorithm (or to
