@@ -293,7 +293,7 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
                                     : std::numeric_limits<int64_t>::max();
   program::LayOutArena(*program, tensor_budget_bytes(), releases, useless_above);
   Evaluation evaluation{std::move(plan), *std::move(program), {}, backward_order_};
-  evaluation.simulation = simulator_.Run(evaluation.program);
+  evaluation.simulation = simulator_.Timeline(evaluation.program);
   if (keep) {
     found.laid_out = true;
     found.arena_bytes = evaluation.arena_bytes();
@@ -570,6 +570,8 @@ absl::StatusOr<PlanResult> RunPolicy(Policy& policy, PlanningContext& context) {
   if (!context.Fits(result.best) && result.smallest_arena_bytes < result.best.arena_bytes()) {
     result.best = *context.smallest();
   }
+  // Candidates were simulated for their timings only (Evaluation).
+  result.best.simulation = context.simulator().Run(result.best.program);
   result.policy = std::string(policy.name());
   result.best.plan.set_policy(result.policy);
   result.planning_s =

@@ -129,6 +129,9 @@ std::vector<int> ReleasesAfterCopies(const program::Program& program,
 struct Evaluation {
   program::Plan plan;
   program::Program program;
+  // A candidate's has the step, every instruction's timing and the totals
+  // (what a search reads); the plan RunPolicy returns is simulated in full
+  // (the memory curve and what stalled the compute stream, too).
   sim::SimulationResult simulation;
   // The backward order of the schedule the Program was rewritten in.
   program::BackwardOrder backward_order = program::BackwardOrder::kTopological;
