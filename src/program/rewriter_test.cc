@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,78 @@ TEST(Rewriter, AnArenaPastAUselessLimitIsTheSameOrUselessToo) {
   }
   // The limit did cut some layouts short (the sweep reaches that path).
   EXPECT_GT(gave_up, 0);
+}
+
+// Applying a layout makes each alloc wait on the free of every buffer that
+// last held one of its bytes: checked against painting the arena byte block
+// by byte block, on random lifetimes laid out by both strategies (largest-
+// first cuts earlier buffers' ranges in every way: inside one, across
+// several, flush with either end).
+TEST(Rewriter, ApplyingALayoutWaitsOnEveryBufferThatLastHeldTheBytes) {
+  std::mt19937 random(20261207);
+  for (int trial = 0; trial < 40; ++trial) {
+    Program program;
+    std::uniform_int_distribution<int> blocks(1, 8);
+    const int count = 60;
+    for (int b = 0; b < count; ++b) {
+      Buffer& buffer = program.buffers.emplace_back();
+      buffer.id = b;
+      buffer.bytes = blocks(random) * kArenaAlignment;
+    }
+    // Allocs in id order on the compute stream; each buffer is freed, on
+    // the d2h stream (so every reuse needs an event), some allocs later.
+    std::vector<std::vector<BufferId>> freed_after(static_cast<size_t>(count));
+    std::uniform_int_distribution<int> lifetime(0, 6);
+    for (int b = 0; b < count; ++b) {
+      freed_after[static_cast<size_t>(std::min(count - 1, b + lifetime(random)))].push_back(b);
+    }
+    for (int b = 0; b < count; ++b) {
+      Instruction& alloc = program.instructions.emplace_back();
+      alloc.kind = InstructionKind::kAlloc;
+      alloc.buffer = b;
+      for (BufferId dead : freed_after[static_cast<size_t>(b)]) {
+        Instruction& free = program.instructions.emplace_back();
+        free.kind = InstructionKind::kFree;
+        free.stream = Stream::kDeviceToHost;
+        free.buffer = dead;
+      }
+    }
+    for (const bool largest_first : {false, true}) {
+      Program laid_out = program;
+      BestFitHeap online;
+      DecreasingSizeBestFitHeap global;
+      HeapAlgorithm& heap = largest_first ? static_cast<HeapAlgorithm&>(global) : online;
+      ApplyLayout(laid_out, LayOut(laid_out, heap));
+      // The buffer each free's event stands for.
+      std::vector<BufferId> freed_by_event(static_cast<size_t>(laid_out.num_events), kNoBuffer);
+      for (const Instruction& instruction : laid_out.instructions) {
+        if (instruction.kind == InstructionKind::kFree && instruction.record != kNoEvent)
+          freed_by_event[static_cast<size_t>(instruction.record)] = instruction.buffer;
+      }
+      std::vector<BufferId> holder(static_cast<size_t>(laid_out.arena_bytes / kArenaAlignment),
+                                   kNoBuffer);
+      for (const Instruction& instruction : laid_out.instructions) {
+        if (instruction.kind != InstructionKind::kAlloc) continue;
+        const Buffer& buffer = laid_out.buffer(instruction.buffer);
+        std::vector<BufferId> expected;
+        for (int64_t block = buffer.offset / kArenaAlignment;
+             block < (buffer.offset + buffer.bytes) / kArenaAlignment; ++block) {
+          BufferId& last = holder[static_cast<size_t>(block)];
+          if (last != kNoBuffer) expected.push_back(last);
+          last = buffer.id;
+        }
+        std::sort(expected.begin(), expected.end());
+        expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+        std::vector<BufferId> waited;
+        for (EventId event : instruction.waits) {
+          waited.push_back(freed_by_event[static_cast<size_t>(event)]);
+        }
+        SCOPED_TRACE(::testing::Message() << "trial " << trial << ", buffer " << buffer.id
+                                          << (largest_first ? ", largest first" : ", online"));
+        EXPECT_EQ(waited, expected);
+      }
+    }
+  }
 }
 
 TEST(RewriterDeathTest, ALayoutItsAlgorithmGaveUpOnIsNeverApplied) {
