@@ -309,9 +309,9 @@ std::optional<PlanningContext::Outcome> PlanningContext::Recall(const PlanKey& k
   Examined seen;
   {
     std::lock_guard lock(examined_mutex_);
-    const auto it = examined_.find(key);
-    if (it == examined_.end()) return std::nullopt;
-    seen = it->second;
+    const Examined* found = FindExamined(key);
+    if (found == nullptr) return std::nullopt;
+    seen = *found;
   }
   Outcome recalled;
   // The bounds as Examine applies them, in its order.
@@ -336,7 +336,7 @@ absl::StatusOr<std::optional<Evaluation>> PlanningContext::Record(Outcome outcom
     // Counted here, in the order of the search, so that the count does not
     // depend on which examinations the workers ran before their turn.
     std::lock_guard lock(examined_mutex_);
-    if (examined_.contains(*outcome.key)) ++repeated_;
+    if (FindExamined(*outcome.key) != nullptr) ++repeated_;
     if (outcome.found) examined_.insert_or_assign(*std::move(outcome.key), *outcome.found);
   }
   if (outcome.laid_out_again) {
@@ -391,7 +391,24 @@ PlanningContext::PlanningContext(const PlanningContext& parent, PlannerOptions o
       smallest_arena_bytes_(parent.smallest_arena_bytes_.load()),
       run_start_(parent.run_start_) {
   std::lock_guard lock(parent.examined_mutex_);
-  examined_ = parent.examined_;
+  if (!parent.examined_.empty()) {
+    auto frozen = parent.examined_before_ == nullptr
+                      ? std::make_shared<ExaminedPlans>()
+                      : std::make_shared<ExaminedPlans>(*parent.examined_before_);
+    for (const auto& [key, found] : parent.examined_) frozen->insert_or_assign(key, found);
+    parent.examined_before_ = std::move(frozen);
+    parent.examined_.clear();
+  }
+  examined_before_ = parent.examined_before_;
+}
+
+const PlanningContext::Examined* PlanningContext::FindExamined(const PlanKey& key) const {
+  if (const auto it = examined_.find(key); it != examined_.end()) return &it->second;
+  if (examined_before_ != nullptr) {
+    if (const auto it = examined_before_->find(key); it != examined_before_->end())
+      return &it->second;
+  }
+  return nullptr;
 }
 
 std::unique_ptr<PlanningContext> PlanningContext::Lane(int threads) const {

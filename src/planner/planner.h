@@ -310,6 +310,7 @@ class PlanningContext {
     smallest_.reset();
     {
       std::lock_guard lock(examined_mutex_);
+      examined_before_.reset();
       examined_.clear();
     }
     smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
@@ -412,8 +413,18 @@ class PlanningContext {
   // Record lowers it as they run, so a worker may read a larger value, which
   // only makes its layout give up later.
   std::atomic<int64_t> smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
-  mutable std::mutex examined_mutex_;  // Record writes, FirstBetter's workers read
-  absl::flat_hash_map<PlanKey, Examined> examined_;
+  // What examining plans found in this run, in two parts, both under
+  // examined_mutex_ (Record writes, FirstBetter's workers and the making of
+  // lanes read): a frozen part, shared with the lanes made from this
+  // context, and what was found since. Making a lane folds the second part
+  // into a new frozen one, so the lanes of a race share one copy of what
+  // was found before it rather than holding one each.
+  using ExaminedPlans = absl::flat_hash_map<PlanKey, Examined>;
+  mutable std::mutex examined_mutex_;
+  mutable std::shared_ptr<const ExaminedPlans> examined_before_;
+  mutable ExaminedPlans examined_;
+  // What was found for `key`, or null; the caller holds examined_mutex_.
+  const Examined* FindExamined(const PlanKey& key) const;
   std::chrono::steady_clock::time_point run_start_ = std::chrono::steady_clock::now();
   std::unique_ptr<WorkerPool> pool_;  // FirstBetter's threads, made on its first use
 };
