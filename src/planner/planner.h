@@ -331,8 +331,9 @@ class PlanningContext {
 
   // A context of its own for one line of search that runs beside others
   // (hybrid's race runs its refinements side by side): the same step,
-  // options and clock, a copy of what this one has found (the smallest
-  // arena, the examined plans), and its own counts, which Absorb adds here
+  // options and clock, what this one has found (a copy of the smallest
+  // arena; the examined plans frozen and shared, see examined_before_), and
+  // its own counts, which Absorb adds here
   // when the line is done. What a search decides does not depend on the
   // counts or on which context examined a plan first, so its plans are the
   // same as in this one. Its candidates count in this context's progress at
@@ -414,8 +415,8 @@ class PlanningContext {
   // only makes its layout give up later.
   std::atomic<int64_t> smallest_arena_bytes_ = std::numeric_limits<int64_t>::max();
   // What examining plans found in this run, in two parts, both under
-  // examined_mutex_ (Record writes, FirstBetter's workers and the making of
-  // lanes read): a frozen part, shared with the lanes made from this
+  // examined_mutex_ (Record and the making of a lane write, FirstBetter's
+  // workers read): a frozen part, shared with the lanes made from this
   // context, and what was found since. Making a lane folds the second part
   // into a new frozen one, so the lanes of a race share one copy of what
   // was found before it rather than holding one each.
