@@ -70,7 +70,8 @@ TEST(ChainCheckpointing, MatchesBruteForceOnRandomShortChains) {
 
 // The dynamic program as first written, for comparison: at each position,
 // every state of every position in reach is gathered and sorted (ties broken
-// by the later previous checkpoint, then the lower index), then pruned.
+// by the later previous checkpoint, or with `later_first` false the earlier,
+// then the lower index), then pruned.
 struct SortedState {
   int64_t kept = 0;
   double saved_s = 0;
@@ -79,7 +80,7 @@ struct SortedState {
 };
 
 ChainSolution SolveChainBySorting(std::span<const ChainTensor> chain, int64_t limit,
-                                  const ChainOptions& options) {
+                                  const ChainOptions& options, bool later_first = true) {
   using State = SortedState;
   const int n = static_cast<int>(chain.size());
   double total_s = 0;
@@ -110,8 +111,12 @@ ChainSolution SolveChainBySorting(std::span<const ChainTensor> chain, int64_t li
           if (next.kept <= room) states.push_back(next);
         }
       }
-      std::stable_sort(states.begin(), states.end(), [](const State& a, const State& b) {
-        return a.kept < b.kept || (a.kept == b.kept && a.saved_s > b.saved_s);
+      // Gathered by falling `from`, then rising index: a stable sort keeps
+      // that order among exact ties unless told to prefer the earlier `from`.
+      std::stable_sort(states.begin(), states.end(), [&](const State& a, const State& b) {
+        if (a.kept != b.kept) return a.kept < b.kept;
+        if (a.saved_s != b.saved_s) return a.saved_s > b.saved_s;
+        return !later_first && a.from < b.from;
       });
       std::vector<State> pruned;
       for (const State& state : states) {
@@ -152,7 +157,8 @@ TEST(ChainCheckpointing, TheSlidingWindowChoosesWhatSortingEveryStateChooses) {
   std::uniform_int_distribution<int64_t> bytes(1, 8);
   std::uniform_int_distribution<int> seconds(0, 4);
   const ChainOptions capped{.segment_candidates = 6, .max_frontier = 4};
-  int ties = 0;
+  int feasible = 0;
+  int decided_by_ties = 0;  // where the other tie rule keeps other checkpoints
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<ChainTensor> layer(static_cast<size_t>(kinds(random)));
     for (ChainTensor& tensor : layer)
@@ -174,11 +180,16 @@ TEST(ChainCheckpointing, TheSlidingWindowChoosesWhatSortingEveryStateChooses) {
       EXPECT_EQ(solved.checkpoint, sorted.checkpoint);
       EXPECT_EQ(solved.rebuild_s, sorted.rebuild_s);
       EXPECT_EQ(solved.peak_bytes, sorted.peak_bytes);
-      // Another plan as cheap exists: the choice among ties was made.
-      if (solved.feasible && layer.size() < chain.size()) ++ties;
+      if (solved.feasible && layer.size() < chain.size()) ++feasible;
+      if (solved.feasible &&
+          SolveChainBySorting(chain, budget, options, /*later_first=*/false).checkpoint !=
+              solved.checkpoint)
+        ++decided_by_ties;
     }
   }
-  EXPECT_GT(ties, 100);
+  EXPECT_GT(feasible, 100);
+  // The sample reaches exact ties whose rule decides the plan.
+  EXPECT_GT(decided_by_ties, 0);
 }
 
 TEST(ChainCheckpointing, TheGridAndFrontierCapStillGiveValidPlans) {

@@ -333,8 +333,8 @@ class PlanningContext {
   // (hybrid's race runs its refinements side by side): the same step,
   // options and clock, what this one has found (a copy of the smallest
   // arena; the examined plans frozen and shared, see examined_before_), and
-  // its own counts, which Absorb adds here
-  // when the line is done. What a search decides does not depend on the
+  // its own counts, which Absorb adds here when the line is done. What a
+  // search decides does not depend on the
   // counts or on which context examined a plan first, so its plans are the
   // same as in this one. Its candidates count in this context's progress at
   // once; `threads` is its FirstBetter's.

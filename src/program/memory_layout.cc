@@ -344,15 +344,14 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
   std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
     return std::tuple(-x.bytes, x.start, x.buffer) < std::tuple(-y.bytes, y.start, y.buffer);
   });
-  std::vector<size_t> order(slots);
-  for (size_t k = 0; k < slots; ++k) order[k] = keys[k].slot;
 
   std::vector<int64_t> offsets(intervals_.size(), 0);
   // One per thread: the planner lays out candidates on several threads.
   thread_local PlacedBuffers placed;
   placed.Reset(slots);
   int64_t arena_bytes = 0;
-  for (const size_t slot : order) {
+  for (const Key& key : keys) {
+    const size_t slot = key.slot;
     const size_t index = sized[slot];
     const int64_t size = intervals_[index].bytes;
     // Between consecutive taken ranges lie the free gaps; their starts are

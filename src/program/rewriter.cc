@@ -55,13 +55,8 @@ class Rewriter {
     // its scratch); a spill adds a host buffer, the copy out, and per fetch
     // a device buffer, its alloc and the copy back; a recomputation its
     // buffer, alloc and kernel per rebuild.
-    size_t spilled = 0;
-    size_t recomputed = 0;
-    for (size_t v = 0; v < plan.size(); ++v) {
-      const Decision decision = plan.decision(static_cast<ir::ValueId>(v));
-      spilled += decision == Decision::kSpill ? 1 : 0;
-      recomputed += decision == Decision::kRecompute ? 1 : 0;
-    }
+    const auto spilled = static_cast<size_t>(plan.Count(Decision::kSpill));
+    const auto recomputed = static_cast<size_t>(plan.Count(Decision::kRecompute));
     program_.buffers.reserve(static_cast<size_t>(graph.num_values()) + 3 * spilled +
                              2 * recomputed);
     program_.instructions.reserve(3 * program_.schedule.size() + 5 * spilled + 3 * recomputed);
@@ -718,9 +713,9 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
     const Segment placed{end, buffer.id};
     previous.clear();
     // The segments that overlap [begin, end): perhaps one starting before
-    // `begin`, then those starting in [begin, end).
+    // `begin`, whose head stays (and its tail past `end`, if it reaches
+    // there, goes back in first), then those starting in [begin, end).
     auto first = occupant.upper_bound(begin);
-    bool inside_one = false;  // [begin, end) lies strictly inside one segment
     if (first != occupant.begin()) {
       const auto before = std::prev(first);
       if (before->second.end > begin) {
@@ -728,30 +723,21 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
           first = before;  // covered from its start: it goes with the rest
         } else {
           previous.push_back(before->second.buffer);
-          if (before->second.end > end) {
-            // Cut in three: its head stays, [begin, end) and its tail go in.
-            const Segment tail = before->second;
-            before->second.end = begin;
-            const auto middle = occupant.emplace_hint(first, begin, placed);
-            occupant.emplace_hint(std::next(middle), end, tail);
-            inside_one = true;
-          } else {
-            before->second.end = begin;  // its head stays
-          }
+          const Segment whole = before->second;
+          before->second.end = begin;
+          if (whole.end > end) first = occupant.emplace_hint(first, end, whole);
         }
       }
     }
-    if (!inside_one) {
-      auto last = first;
-      for (; last != occupant.end() && last->first < end; ++last) {
-        previous.push_back(last->second.buffer);
-      }
-      // The last segment covered may reach past `end`: its tail stays.
-      std::optional<Segment> tail;
-      if (last != first && std::prev(last)->second.end > end) tail = std::prev(last)->second;
-      const auto at = occupant.emplace_hint(occupant.erase(first, last), begin, placed);
-      if (tail) occupant.emplace_hint(std::next(at), end, *tail);
+    auto last = first;
+    for (; last != occupant.end() && last->first < end; ++last) {
+      previous.push_back(last->second.buffer);
     }
+    // The last segment covered may reach past `end`: its tail stays.
+    std::optional<Segment> tail;
+    if (last != first && std::prev(last)->second.end > end) tail = std::prev(last)->second;
+    const auto at = occupant.emplace_hint(occupant.erase(first, last), begin, placed);
+    if (tail) occupant.emplace_hint(std::next(at), end, *tail);
     std::sort(previous.begin(), previous.end());
     previous.erase(std::unique(previous.begin(), previous.end()), previous.end());
     for (BufferId before : previous) {
