@@ -197,6 +197,12 @@ class RangeUnion {
 // O(log n) unions, whose sizes count disjoint runs of taken bytes rather
 // than buffers (long-lived buffers that sit side by side, which every
 // short-lived one overlaps, count as one run), and no buffer twice.
+//
+// A buffer that lives to the end and starts before every placed buffer has
+// ended overlaps all of them; so do the parameters and optimizer state a
+// training step allocates first and never frees, a third of ResNet-152's
+// buffers. Their query is the union of everything placed, kept as a list of
+// its own.
 class PlacedBuffers {
  public:
   // Empty, for `slots` slots. The node vectors keep their capacity from the
@@ -204,6 +210,8 @@ class PlacedBuffers {
   // shape, and allocation was a quarter of the time.
   void Reset(size_t slots) {
     slots_ = slots;
+    earliest_last_ = slots;
+    everything_.Clear();
     nodes_.resize(2 * std::bit_ceil(slots));
     for (Node& node : nodes_) {
       node.cover.Clear();
@@ -214,6 +222,8 @@ class PlacedBuffers {
   // Marks bytes [begin, end) taken during slots [first, last), by the buffer
   // that starts at slot `first`.
   void Place(size_t first, size_t last, int64_t begin, int64_t end) {
+    earliest_last_ = std::min(earliest_last_, last);
+    everything_.Add(begin, end);
     AddCover(1, 0, slots_, first, last, begin, end);
     size_t node = 1;
     size_t lo = 0;
@@ -236,6 +246,8 @@ class PlacedBuffers {
   // which overlap or touch. The result points into the tree or into
   // `scratch_`, and is valid until the next Place or Taken.
   std::span<const ByteRange> Taken(size_t first, size_t last) {
+    // Every placed buffer starts before `last` and ends after `first`.
+    if (last == slots_ && first < earliest_last_) return everything_.ranges();
     lists_.clear();
     size_t node = 1;
     size_t lo = 0;
@@ -305,7 +317,9 @@ class PlacedBuffers {
   }
 
   size_t slots_ = 0;
-  std::vector<Node> nodes_;  // 1 is the root; node v has children 2v and 2v+1
+  size_t earliest_last_ = 0;  // the least `last` of the buffers placed
+  RangeUnion everything_;     // the bytes of all buffers placed
+  std::vector<Node> nodes_;   // 1 is the root; node v has children 2v and 2v+1
   std::vector<std::span<const ByteRange>> lists_;
   std::vector<ByteRange> scratch_[2];
 };

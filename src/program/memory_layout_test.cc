@@ -913,6 +913,58 @@ TEST(DecreasingSizeBestFitHeap, RandomCallsWithReusedIdsMatchAReference) {
   }
 }
 
+// A training step's shape: parameters and optimizer state allocated first
+// and never freed (each overlaps every buffer placed before it, which the
+// layout answers from the union of all it has placed), a few buffers freed
+// among them (after which that no longer holds), then activations that come
+// and go and gradients kept to the end.
+TEST(DecreasingSizeBestFitHeap, BuffersLiveFromTheStartToTheEndMatchAReference) {
+  for (uint32_t seed = 31; seed <= 36; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int64_t> size_of(1, 8000);
+    std::uniform_int_distribution<int> percent(0, 99);
+    DecreasingSizeBestFitHeap heap;
+    std::vector<Lifetime> lives;
+    std::vector<size_t> live;  // indices into lives
+    int64_t tick = 0;
+    auto alloc = [&](int64_t bytes) {
+      const auto id = static_cast<int32_t>(lives.size());
+      heap.Alloc(id, bytes);
+      lives.push_back(
+          Lifetime{.buffer = id, .rounded = (bytes + 255) / 256 * 256, .start = tick++});
+      return lives.size() - 1;
+    };
+    auto free_one = [&] {
+      const size_t at = std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng);
+      heap.Free(lives[live[at]].buffer);
+      lives[live[at]].end = tick++;
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
+    };
+    // The prologue: with seeds past 33, a few of its buffers are freed in it.
+    for (int i = 0; i < 300; ++i) {
+      const size_t index = alloc(size_of(rng));
+      if (seed > 33 && percent(rng) < 5) live.push_back(index);
+      if (seed > 33 && !live.empty() && percent(rng) < 3) free_one();
+    }
+    // The step: activations come and go; one buffer in ten is a gradient,
+    // never freed.
+    for (int i = 0; i < 1200; ++i) {
+      if (live.empty() || percent(rng) < 55) {
+        const size_t index = alloc(size_of(rng) / 2);
+        if (percent(rng) >= 10) live.push_back(index);
+      } else {
+        free_one();
+      }
+    }
+    const HeapLayout layout = heap.Finish();
+    std::vector<int64_t> offsets;
+    for (const Lifetime& life : lives) offsets.push_back(layout.offsets.at(life.buffer));
+    ExpectNoConflicts(lives, offsets, 256, layout.arena_bytes);
+    EXPECT_EQ(offsets, ReferenceDecreasingSizeBestFit(lives));
+  }
+}
+
 TEST(DecreasingSizeBestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
   for (uint32_t seed = 21; seed <= 24; ++seed) {
     DecreasingSizeBestFitHeap unlimited;
