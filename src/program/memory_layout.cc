@@ -199,19 +199,29 @@ class RangeUnion {
 // short-lived one overlaps, count as one run), and no buffer twice.
 //
 // A buffer that lives to the end and starts before every placed buffer has
-// ended overlaps all of them; so do the parameters and optimizer state a
-// training step allocates first and never frees, a third of ResNet-152's
-// buffers. Their query is the union of everything placed, kept as a list of
-// its own.
+// ended overlaps all of them. Its query is the union of everything placed,
+// kept as a list of its own. Among those, a buffer that lives to the end and
+// starts before any buffer at all has ended overlaps every buffer, placed or
+// not: so do the parameters and optimizer state a training step allocates
+// first and never frees, a third of ResNet-152's buffers. Such buffers stay
+// out of the tree, in one more list that every other query reads.
 class PlacedBuffers {
  public:
-  // Empty, for `slots` slots. The node vectors keep their capacity from the
+  // Empty, for the buffers starting at slots 0, 1, ... whose slot ranges end
+  // at `last_slot` (exclusive). The node vectors keep their capacity from the
   // last use: a planner lays out thousands of candidate Programs of one
   // shape, and allocation was a quarter of the time.
-  void Reset(size_t slots) {
+  void Reset(std::span<const size_t> last_slot) {
+    const size_t slots = last_slot.size();
     slots_ = slots;
     earliest_last_ = slots;
     everything_.Clear();
+    everywhere_.Clear();
+    // Before a slot at which some earlier buffer has ended, nothing has.
+    everywhere_below_ = 0;
+    for (size_t ended = slots; everywhere_below_ < ended; ++everywhere_below_) {
+      ended = std::min(ended, last_slot[everywhere_below_]);
+    }
     nodes_.resize(2 * std::bit_ceil(slots));
     for (Node& node : nodes_) {
       node.cover.Clear();
@@ -224,6 +234,10 @@ class PlacedBuffers {
   void Place(size_t first, size_t last, int64_t begin, int64_t end) {
     earliest_last_ = std::min(earliest_last_, last);
     everything_.Add(begin, end);
+    if (first < everywhere_below_ && last == slots_) {
+      everywhere_.Add(begin, end);
+      return;
+    }
     AddCover(1, 0, slots_, first, last, begin, end);
     size_t node = 1;
     size_t lo = 0;
@@ -265,6 +279,7 @@ class PlacedBuffers {
       }
     }
     CollectStarts(1, 0, slots_, first, last);
+    if (!everywhere_.ranges().empty()) lists_.push_back(everywhere_.ranges());
     if (lists_.empty()) return {};
     // Fold the lists into one union, one after the other, between the two
     // scratch vectors (sized up front so that no span into them goes
@@ -317,9 +332,11 @@ class PlacedBuffers {
   }
 
   size_t slots_ = 0;
-  size_t earliest_last_ = 0;  // the least `last` of the buffers placed
-  RangeUnion everything_;     // the bytes of all buffers placed
-  std::vector<Node> nodes_;   // 1 is the root; node v has children 2v and 2v+1
+  size_t earliest_last_ = 0;     // the least `last` of the buffers placed
+  RangeUnion everything_;        // the bytes of all buffers placed
+  size_t everywhere_below_ = 0;  // buffers before it that live to the end overlap all
+  RangeUnion everywhere_;        // the bytes of those placed, kept out of the tree
+  std::vector<Node> nodes_;      // 1 is the root; node v has children 2v and 2v+1
   std::vector<std::span<const ByteRange>> lists_;
   std::vector<ByteRange> scratch_[2];
 };
@@ -394,7 +411,7 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
   std::vector<int64_t> offsets(intervals_.size(), 0);
   // One per thread: the planner lays out candidates on several threads.
   thread_local PlacedBuffers placed;
-  placed.Reset(slots);
+  placed.Reset(last_slot);
   int64_t arena_bytes = 0;
   for (const Key& key : keys) {
     const size_t slot = key.slot;
