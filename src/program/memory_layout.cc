@@ -7,7 +7,6 @@
 #include <iterator>
 #include <limits>
 #include <span>
-#include <tuple>
 
 #include "support/check.h"
 
@@ -390,23 +389,18 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
         static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), end) - starts.begin());
   }
 
-  // Slots, largest buffer first, sorted with their keys beside them (reading
-  // the keys through the slot index missed the cache). Starts are distinct
-  // ticks, so the id only matters in principle.
+  // Slots, largest buffer first, sorted with their sizes beside them
+  // (reading the sizes through the slot index missed the cache). Slots are
+  // in start order and the sort is stable, so equal sizes go earlier Alloc
+  // first (starts are distinct ticks: the id never decides).
   struct Key {
     int64_t bytes;
-    int64_t start;
-    int32_t buffer;
-    uint32_t slot;
+    size_t slot;
   };
   std::vector<Key> keys(slots);
-  for (size_t slot = 0; slot < slots; ++slot) {
-    const Interval& interval = intervals_[sized[slot]];
-    keys[slot] = {interval.bytes, interval.start, interval.buffer, static_cast<uint32_t>(slot)};
-  }
-  std::sort(keys.begin(), keys.end(), [](const Key& x, const Key& y) {
-    return std::tuple(-x.bytes, x.start, x.buffer) < std::tuple(-y.bytes, y.start, y.buffer);
-  });
+  for (size_t slot = 0; slot < slots; ++slot) keys[slot] = {intervals_[sized[slot]].bytes, slot};
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const Key& x, const Key& y) { return x.bytes > y.bytes; });
 
   std::vector<int64_t> offsets(intervals_.size(), 0);
   // One per thread: the planner lays out candidates on several threads.
