@@ -66,9 +66,10 @@ class Rewriter {
     RETURN_IF_ERROR(CheckPlan());
     Analyze();
     AllocatePersistent();
+    auto fetch = fetches_.begin();
     for (int step = 0; step < static_cast<int>(program_.schedule.size()); ++step) {
-      for (ir::ValueId value : fetches_before_step_[static_cast<size_t>(step)]) {
-        if (Resident(value, step) == kNoBuffer) EmitFetch(value, step);
+      for (; fetch != fetches_.end() && fetch->step == step; ++fetch) {
+        if (Resident(fetch->value, step) == kNoBuffer) EmitFetch(fetch->value, step);
       }
       RETURN_IF_ERROR(EmitCompute(step));
     }
@@ -139,7 +140,6 @@ class Rewriter {
 
   void Analyze() {
     const size_t num_values = static_cast<size_t>(graph_.num_values());
-    const int num_steps = static_cast<int>(program_.schedule.size());
     ExtendKeptLifetimes();
     is_output_.assign(num_values, false);
     for (ir::ValueId output : graph_.outputs()) is_output_[static_cast<size_t>(output)] = true;
@@ -147,7 +147,7 @@ class Rewriter {
     live_.assign(num_values, Live{});
     host_copy_.assign(num_values, kNoBuffer);
     host_ready_.assign(num_values, kNoEvent);
-    fetches_before_step_.assign(static_cast<size_t>(num_steps), {});
+    fetches_.clear();
     for (ir::ValueId value = 0; value < graph_.num_values(); ++value) {
       const TensorPlan& tensor = plan_.at(value);
       if (tensor.decision != Decision::kSpill || tensor.fetch_step < 0) continue;
@@ -159,8 +159,11 @@ class Rewriter {
       const int produced = reads_.step_of_node[static_cast<size_t>(graph_.value(value).producer)];
       const int earliest = std::max(produced, reads_.last_forward_read[v]) + 1;
       const int step = std::clamp(tensor.fetch_step, earliest, reads_.first_backward_read[v]);
-      fetches_before_step_[static_cast<size_t>(step)].push_back(value);
+      fetches_.push_back({step, value});
     }
+    // By step; at one step, by value id, as they were found.
+    std::stable_sort(fetches_.begin(), fetches_.end(),
+                     [](const Fetch& a, const Fetch& b) { return a.step < b.step; });
   }
 
   // What a recomputation of `node` reads, in order; kInvalidValue where it
@@ -504,7 +507,10 @@ class Rewriter {
   void InsertFrees() {
     const std::vector<Instruction>& instructions = program_.instructions;
     std::vector<int> last_access(program_.buffers.size(), -1);
-    std::vector<std::vector<EventId>> copy_events(program_.buffers.size());
+    // A device buffer's copies: one d2h from a spilled value, one h2d into a
+    // fetch; a host buffer's: its d2h and each fetch. Inline, not a heap
+    // allocation for each buffer copied.
+    std::vector<EventIds> copy_events(program_.buffers.size());
     for (size_t i = 0; i < instructions.size(); ++i) {
       const Instruction& instruction = instructions[i];
       auto touch = [&](BufferId buffer) {
@@ -579,7 +585,12 @@ class Rewriter {
   int last_compute_ = -1;              // the latest compute instruction emitted
   std::vector<bool> read_by_copy_;     // per buffer: a spill copy reads it
   std::vector<ir::ValueId> holder_;    // per buffer: the value it holds last
-  std::vector<std::vector<ir::ValueId>> fetches_before_step_;
+  // The fetches the plan issues early: each before the compute of its step.
+  struct Fetch {
+    int step;
+    ir::ValueId value;
+  };
+  std::vector<Fetch> fetches_;
 };
 
 }  // namespace
