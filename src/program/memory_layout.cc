@@ -238,21 +238,7 @@ class PlacedBuffers {
       return;
     }
     AddCover(1, 0, slots_, first, last, begin, end);
-    size_t node = 1;
-    size_t lo = 0;
-    size_t hi = slots_;
-    while (true) {
-      nodes_[node].starts.Add(begin, end);
-      if (hi - lo == 1) break;
-      const size_t mid = lo + (hi - lo) / 2;
-      if (first < mid) {
-        node = 2 * node;
-        hi = mid;
-      } else {
-        node = 2 * node + 1;
-        lo = mid;
-      }
-    }
+    OnPathTo(first, [&](Node& node) { node.starts.Add(begin, end); });
   }
 
   // The bytes taken at some slot in [first, last), as sorted ranges none of
@@ -262,30 +248,19 @@ class PlacedBuffers {
     // Every placed buffer starts before `last` and ends after `first`.
     if (last == slots_ && first < earliest_last_) return everything_.ranges();
     lists_.clear();
-    size_t node = 1;
-    size_t lo = 0;
-    size_t hi = slots_;
-    while (true) {
-      if (!nodes_[node].cover.ranges().empty()) lists_.push_back(nodes_[node].cover.ranges());
-      if (hi - lo == 1) break;
-      const size_t mid = lo + (hi - lo) / 2;
-      if (first < mid) {
-        node = 2 * node;
-        hi = mid;
-      } else {
-        node = 2 * node + 1;
-        lo = mid;
-      }
-    }
+    OnPathTo(first, [&](const Node& node) {
+      if (!node.cover.ranges().empty()) lists_.push_back(node.cover.ranges());
+    });
     CollectStarts(1, 0, slots_, first, last);
     if (!everywhere_.ranges().empty()) lists_.push_back(everywhere_.ranges());
     if (lists_.empty()) return {};
     // Fold the lists into one union, one after the other, between the two
     // scratch vectors (sized up front so that no span into them goes
     // stale). The union is short (the bytes free at one instant come in a
-    // few gaps), so each fold costs about its list: in ResNet-152's planning,
-    // 9 lists and 36 ranges a query fold into 2 or 3 ranges, where unions
-    // paired round by round went over the 36 ranges about three times.
+    // few gaps), so each fold costs about its list: in ResNet-152's planning
+    // (counted before parameters left the tree), 9 lists and 36 ranges a
+    // query folded into 2 or 3 ranges, where unions paired round by round
+    // went over the 36 ranges about three times.
     size_t total = 0;
     for (const std::span<const ByteRange> list : lists_) total += list.size();
     for (std::vector<ByteRange>& scratch : scratch_) {
@@ -304,6 +279,26 @@ class PlacedBuffers {
     RangeUnion cover;
     RangeUnion starts;
   };
+
+  // Calls `visit` on each node from the root down to the leaf of `slot`.
+  template <typename Visit>
+  void OnPathTo(size_t slot, Visit visit) {
+    size_t node = 1;
+    size_t lo = 0;
+    size_t hi = slots_;
+    while (true) {
+      visit(nodes_[node]);
+      if (hi - lo == 1) return;
+      const size_t mid = lo + (hi - lo) / 2;
+      if (slot < mid) {
+        node = 2 * node;
+        hi = mid;
+      } else {
+        node = 2 * node + 1;
+        lo = mid;
+      }
+    }
+  }
 
   void AddCover(size_t node, size_t lo, size_t hi, size_t first, size_t last, int64_t begin,
                 int64_t end) {
