@@ -166,6 +166,13 @@ std::vector<int> ReleasesAfterCopies(const program::Program& program,
   using program::Instruction;
   using program::InstructionKind;
   const std::vector<Instruction>& instructions = program.instructions;
+  // Without a copy out there is nothing to put off (a plan that only keeps
+  // and recomputes, most of a deep model's candidates).
+  if (std::none_of(instructions.begin(), instructions.end(), [](const Instruction& instruction) {
+        return instruction.kind == InstructionKind::kCopyToHost;
+      })) {
+    return {};
+  }
   std::vector<int> release(program.buffers.size(), -1);
   std::vector<double> copy_end_of_event(static_cast<size_t>(program.num_events), -1);
   std::vector<size_t> compute;  // compute-stream instructions, in order: their starts rise
