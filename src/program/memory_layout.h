@@ -118,10 +118,10 @@ class BestFitHeap final : public HeapAlgorithm {
 // time (one for the buffers placed that cover the start of its lifetime, one
 // for those that start within it: no buffer is read twice; buffers that
 // overlap every other, such as parameters, are kept apart in one union) and
-// folds them into one, so it pays for the runs of contiguous taken bytes around the
-// buffer's lifetime rather than for every buffer that overlaps it (long-lived
-// buffers side by side count as one run). A 10,000-buffer GPT-2 training
-// program takes about 20 ms.
+// folds them into one, so it pays for the runs of contiguous taken bytes
+// around the buffer's lifetime rather than for every buffer that overlaps it
+// (long-lived buffers side by side count as one run). A 10,000-buffer GPT-2
+// training program takes about 20 ms.
 class DecreasingSizeBestFitHeap final : public HeapAlgorithm {
  public:
   explicit DecreasingSizeBestFitHeap(int64_t alignment = kArenaAlignment,
