@@ -173,8 +173,9 @@ struct RecomputeOptions {
   // are tried for this many shares of the blocks: 1/n, 2/n, ..., all.
   int block_shares = 16;
   // Passes of keeping back: from the plan that rebuilds every block (or the
-  // fastest plan that fits, where that one does not), each rebuilt tensor is
-  // tried kept, the most rebuild time per byte first, and stays kept if the
+  // fastest plan that fits, where that one does not), the rebuilt tensors
+  // are tried kept, the most rebuild time per byte first, in groups that
+  // double while they succeed and halve when they fail, and stay kept if the
   // plan still fits and is faster. The families above move in
   // steps (a share of blocks, a grid point); this fills the budgets between
   // two of their plans, where the faster one does not fit yet. 0: none.
