@@ -304,6 +304,50 @@ TEST(RecomputeKeepBack, FillsTheBudgetsBetweenTheFamiliesPlans) {
   EXPECT_GT(faster, 0) << "keeping back never helped: the test no longer tests it";
 }
 
+// Keeping back tries the rebuilt tensors in groups that double while they
+// succeed: on a deep model whose tensors mostly fit back, it keeps many
+// more tensors than it spends candidates (one at a time it spent at least
+// one per tensor kept), and the plan still fits, is no slower than the
+// families', and spills nothing.
+TEST(RecomputeKeepBack, KeepsRunsOfTensorsBackInFewerCandidatesThanTensors) {
+  models::ModelOptions options;
+  options.batch = 2;
+  options.seq_len = 64;
+  options.n_layer = 12;
+  options.d_model = 64;
+  options.n_head = 2;
+  options.vocab = 512;
+  const autodiff::TrainingGraph training = TrainingModel("gpt2", options);
+  auto plan = [&](int64_t budget, int keep_back_passes) {
+    Planning planning(training.graph, budget);
+    RecomputePolicy::Options recompute;
+    recompute.keep_back_passes = keep_back_passes;
+    RecomputePolicy policy(recompute);
+    absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
+    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+    return result.ok() ? *std::move(result) : PlanResult{};
+  };
+  const int64_t none_arena = plan(INT64_MAX, 0).best.arena_bytes();
+  const int64_t floor = plan(1, 0).smallest_arena_bytes;
+  const int64_t budget = floor + (none_arena - floor) / 2;  // halfway to the floor
+  const PlanResult families = plan(budget, 0);
+  const PlanResult kept = plan(budget, 1);
+  ASSERT_TRUE(families.feasible);
+  ASSERT_TRUE(kept.feasible);
+  // The pass starts from the plan that rebuilds every block (it fits here),
+  // evaluated once.
+  Planning planning(training.graph, budget);
+  const program::Plan all_blocks = RecomputePolicy::BlockCheckpoints(planning.context, 1.0);
+  const int pass_candidates = kept.evaluations - families.evaluations - 1;
+  const int64_t kept_back = all_blocks.Count(program::Decision::kRecompute) -
+                            kept.best.plan.Count(program::Decision::kRecompute);
+  EXPECT_GT(kept_back, 2 * pass_candidates)
+      << kept_back << " tensors kept back in " << pass_candidates << " candidates";
+  EXPECT_LE(kept.best.step_time_s(), families.best.step_time_s());
+  EXPECT_LE(kept.best.arena_bytes(), budget);
+  EXPECT_EQ(kept.best.plan.Count(program::Decision::kSpill), 0);
+}
+
 TEST(PolicyOptions, SwapTunesTheLookaheadForAsManyThresholdsAsAsked) {
   const autodiff::TrainingGraph training = TrainingModel("resnet18", 64, /*seq_len=*/64);
   // Halfway between the arena with every saved tensor spilled and the `none`
