@@ -263,6 +263,17 @@ TEST(PolicyOptions, RecomputeScansItsSegmentGridAndChainPoints) {
   EXPECT_EQ(evaluations({}), 2 + 32 + 16 + 3 * 24 + 8);
 }
 
+// `recompute` with its default options but `keep_back_passes`, under `budget`.
+PlanResult PlanRecompute(const ir::Graph& graph, int64_t budget, int keep_back_passes) {
+  Planning planning(graph, budget);
+  RecomputePolicy::Options options;
+  options.keep_back_passes = keep_back_passes;
+  RecomputePolicy policy(options);
+  absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
+  EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
+  return result.ok() ? *std::move(result) : PlanResult{};
+}
+
 // Keeping back: the families' plans move in steps, and between two of them
 // the faster one does not fit yet. Kept back tensor by tensor, `recompute` is
 // never slower than its families alone, never spills, and is faster at some
@@ -273,13 +284,7 @@ TEST(RecomputeKeepBack, FillsTheBudgetsBetweenTheFamiliesPlans) {
   const autodiff::TrainingGraph training =
       TrainingModel("gpt2", /*image=*/0, /*seq_len=*/64, /*batch=*/4);
   auto plan = [&](int64_t budget, int keep_back_passes) {
-    Planning planning(training.graph, budget);
-    RecomputePolicy::Options options;
-    options.keep_back_passes = keep_back_passes;
-    RecomputePolicy policy(options);
-    absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
-    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
-    return result.ok() ? *std::move(result) : PlanResult{};
+    return PlanRecompute(training.graph, budget, keep_back_passes);
   };
   const int64_t none_arena = plan(INT64_MAX, 0).best.arena_bytes();
   const int64_t floor = plan(1, 0).smallest_arena_bytes;
@@ -319,13 +324,7 @@ TEST(RecomputeKeepBack, KeepsRunsOfTensorsBackInFewerCandidatesThanTensors) {
   options.vocab = 512;
   const autodiff::TrainingGraph training = TrainingModel("gpt2", options);
   auto plan = [&](int64_t budget, int keep_back_passes) {
-    Planning planning(training.graph, budget);
-    RecomputePolicy::Options recompute;
-    recompute.keep_back_passes = keep_back_passes;
-    RecomputePolicy policy(recompute);
-    absl::StatusOr<PlanResult> result = RunPolicy(policy, planning.context);
-    EXPECT_TRUE(result.ok()) << StatusMessage(result.status());
-    return result.ok() ? *std::move(result) : PlanResult{};
+    return PlanRecompute(training.graph, budget, keep_back_passes);
   };
   const int64_t none_arena = plan(INT64_MAX, 0).best.arena_bytes();
   const int64_t floor = plan(1, 0).smallest_arena_bytes;
