@@ -334,10 +334,10 @@ class PlanningContext {
   // options and clock, what this one has found (a copy of the smallest
   // arena; the examined plans frozen and shared, see examined_before_), and
   // its own counts, which Absorb adds here when the line is done. What a
-  // search decides does not depend on the
-  // counts or on which context examined a plan first, so its plans are the
-  // same as in this one. Its candidates count in this context's progress at
-  // once; `threads` is its FirstBetter's.
+  // search decides does not depend on the counts or on which context
+  // examined a plan first, so its plans are the same as in this one. Its
+  // candidates count in this context's progress at once; `threads` is its
+  // FirstBetter's.
   std::unique_ptr<PlanningContext> Lane(int threads) const;
   void set_threads(int threads);
 
