@@ -66,15 +66,19 @@ std::set<int> Spread(const std::set<int>& items, int count) {
 
 // The steps whose kept bytes exceed the budget, in order. A reduced program
 // keeps some of them, as many as its cap on `absent` columns allows:
-// dropping a step's rows only loosens the relaxation. Two rankings take
-// turns choosing them, each step kept once: the furthest over the budget
-// first, and the steps where the link falls shortest first, the bytes over
-// the budget taking the longest to copy out beyond the time the ideal step
-// has run by then. Early in the forward pass a wide model makes bytes faster
-// than a link can move them out, and there only recomputation or a longer
-// step makes room; ranked by bytes alone, those steps (well below the peak)
-// were left out, and the bound on ResNet-152 at 7500x7500 on the V100 was
-// the ideal step.
+// dropping a step's rows only loosens the relaxation. Three rankings take
+// turns choosing them, each step kept once:
+// - the furthest over the budget first;
+// - the largest share of the bytes that may leave first (the excess over
+//   the bytes spilled or recomputed tensors could free there): where no
+//   plan frees enough, that row alone proves that nothing fits;
+// - where the link falls shortest first: the bytes over the budget taking
+//   the longest to copy out beyond the time the ideal step has run by then.
+//   Early in the forward pass a wide model makes bytes faster than a link
+//   moves them out, and there only recomputation or a longer step makes
+//   room; ranked by bytes alone, those steps (well below the peak) were left
+//   out, and the bound on ResNet-152 at 7500x7500 on the V100 was the ideal
+//   step.
 std::vector<int> OverBudgetSteps(const PlanningContext& context,
                                  const std::vector<int64_t>& kept_bytes,
                                  const RelaxationOptions& options) {
@@ -86,39 +90,58 @@ std::vector<int> OverBudgetSteps(const PlanningContext& context,
   }
   if (options.max_absent_columns <= 0) return over;
 
-  // How many spillable tensors' gaps cover each step: its absent columns.
-  std::vector<int> spillable_at(static_cast<size_t>(steps) + 1, 0);  // a difference array
+  // Per step, from difference arrays: how many spillable tensors' gaps
+  // cover it (its absent columns), and the bytes that may be off the device
+  // there, spilled or recomputed (what its memory row can count).
+  std::vector<int> spillable_at(static_cast<size_t>(steps) + 1, 0);
+  std::vector<int64_t> evictable_at(static_cast<size_t>(steps) + 1, 0);
+  const ir::Graph& graph = context.graph();
   for (const autodiff::SavedTensor& tensor : context.saved()) {
-    if (!context.CanSpill(tensor.value)) continue;
-    const int from = context.last_forward_read(tensor.value) + 1;
+    const bool spill = context.CanSpill(tensor.value);
+    const bool recompute = program::CanRecompute(graph, tensor.value);
+    const int last_forward = context.last_forward_read(tensor.value);
     const int to = std::min(context.first_backward_read(tensor.value), steps);
-    if (from >= to) continue;
-    ++spillable_at[static_cast<size_t>(from)];
-    --spillable_at[static_cast<size_t>(to)];
+    if (spill && last_forward + 1 < to) {
+      ++spillable_at[static_cast<size_t>(last_forward + 1)];
+      --spillable_at[static_cast<size_t>(to)];
+    }
+    const int from = recompute ? last_forward : last_forward + 1;
+    if ((spill || recompute) && from < to) {
+      evictable_at[static_cast<size_t>(std::max(from, 0))] += tensor.bytes;
+      evictable_at[static_cast<size_t>(to)] -= tensor.bytes;
+    }
   }
   for (int s = 1; s <= steps; ++s) {
     spillable_at[static_cast<size_t>(s)] += spillable_at[static_cast<size_t>(s - 1)];
+    evictable_at[static_cast<size_t>(s)] += evictable_at[static_cast<size_t>(s - 1)];
   }
   // Each ranking as (score, step), the highest score first.
   std::vector<std::pair<double, int>> by_bytes;
+  std::vector<std::pair<double, int>> by_share;
   std::vector<std::pair<double, int>> by_link;
   for (const int s : over) {
     const int64_t excess = kept_bytes[static_cast<size_t>(s)] - budget;
+    const int64_t evictable = evictable_at[static_cast<size_t>(s)];
     by_bytes.emplace_back(static_cast<double>(excess), s);
+    by_share.emplace_back(evictable > 0
+                              ? static_cast<double>(excess) / static_cast<double>(evictable)
+                              : std::numeric_limits<double>::infinity(),
+                          s);
     by_link.emplace_back(
         context.simulator().copy_seconds(excess, analysis::CopyDirection::kDeviceToHost) -
             context.ideal_start_s(s),
         s);
   }
-  for (auto* ranking : {&by_bytes, &by_link}) {
+  for (auto* ranking : {&by_bytes, &by_share, &by_link}) {
     std::stable_sort(ranking->begin(), ranking->end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
   }
+  const std::vector<std::pair<double, int>>* rankings[] = {&by_bytes, &by_share, &by_link};
   std::vector<bool> taken(static_cast<size_t>(steps), false);
   std::vector<int> chosen;
   int64_t columns = 0;
-  for (size_t k = 0; k < 2 * over.size(); ++k) {
-    const int s = (k % 2 == 0 ? by_bytes : by_link)[k / 2].second;
+  for (size_t k = 0; k < 3 * over.size(); ++k) {
+    const int s = (*rankings[k % 3])[k / 3].second;
     if (taken[static_cast<size_t>(s)]) continue;
     columns += spillable_at[static_cast<size_t>(s)];
     if (columns > options.max_absent_columns) break;
