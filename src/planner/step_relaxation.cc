@@ -123,10 +123,9 @@ std::vector<int> OverBudgetSteps(const PlanningContext& context,
     const int64_t excess = kept_bytes[static_cast<size_t>(s)] - budget;
     const int64_t evictable = evictable_at[static_cast<size_t>(s)];
     by_bytes.emplace_back(static_cast<double>(excess), s);
-    by_share.emplace_back(evictable > 0
-                              ? static_cast<double>(excess) / static_cast<double>(evictable)
-                              : std::numeric_limits<double>::infinity(),
-                          s);
+    by_share.emplace_back(
+        evictable > 0 ? static_cast<double>(excess) / static_cast<double>(evictable) : kInfinity,
+        s);
     by_link.emplace_back(
         context.simulator().copy_seconds(excess, analysis::CopyDirection::kDeviceToHost) -
             context.ideal_start_s(s),
