@@ -108,13 +108,13 @@ class StepRelaxation {
 };
 
 // A lower bound on the step of every plan that fits, for a graph of any size:
-// the program reduced by `options` (by default an LP over the steps furthest
-// over the budget, up to 40,000 `absent` columns, and 32 copy windows each
-// way), solved by Clp.
+// the program reduced by `options` (by default an LP over some over-budget
+// steps, up to 20,000 `absent` columns, and 32 copy windows each way),
+// solved by Clp.
 struct StepBoundOptions {
   RelaxationOptions relaxation = {.exact_limits = false,
                                   .integer_decisions = false,
-                                  .max_absent_columns = 40000,
+                                  .max_absent_columns = 20000,
                                   .max_window_steps = 32};
   double time_limit_s = 60;
 };
