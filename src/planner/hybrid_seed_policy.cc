@@ -47,6 +47,24 @@ std::vector<RecomputationUnit> Units(const PlanningContext& context, const progr
   return units;
 }
 
+// The swap plan `best` with a unit's members recomputed.
+program::Plan Trial(const PlanningContext& context, const program::Plan& best,
+                    const RecomputationUnit& unit) {
+  program::Plan trial = best;
+  // As in TFLMS, a swapped-in tensor is fetched relative to its first
+  // consumer; once the members are recomputed, that is their rebuild, which
+  // reads the checkpoint: its fetch moves up to the members' earliest.
+  const ir::ValueId checkpoint = context.graph().node(unit.checkpoint).outputs.front();
+  int fetch = trial.at(checkpoint).fetch_step;
+  for (ir::ValueId member : unit.members) {
+    const int member_fetch = trial.at(member).fetch_step;
+    if (member_fetch >= 0 && (fetch < 0 || member_fetch < fetch)) fetch = member_fetch;
+    trial.Recompute(member);
+  }
+  if (trial.decision(checkpoint) == program::Decision::kSpill) trial.Spill(checkpoint, fetch);
+  return trial;
+}
+
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
@@ -58,29 +76,29 @@ absl::StatusOr<PlanResult> HybridSeedPolicy::Run(PlanningContext& context) {
 absl::StatusOr<PlanResult> HybridSeedPolicy::RecomputeUnits(PlanningContext& context,
                                                             PlanResult result) {
   if (!context.Fits(result.best)) return result;  // the paper starts from a swap plan that fits
-  for (const RecomputationUnit& unit : Units(context, result.best.plan)) {
-    // A trial per unit, each a whole step: on very deep graphs this is what
-    // the wall-clock safety net stops.
+  const std::vector<RecomputationUnit> units = Units(context, result.best.plan);
+  // A trial per unit, in order, each a whole step, kept when it fits and
+  // makes the step faster. FirstBetter runs the trials after the next one
+  // on the other planning threads, in case it is not kept (most are not),
+  // with the result of trying them one by one. The safety net, which on
+  // very deep graphs is what stops this, is checked every few trials.
+  constexpr size_t kTrialsBetweenChecks = 16;
+  size_t next = 0;
+  while (next < units.size()) {
     if (context.PastTimeLimit()) {
       result.hit_time_limit = true;
       break;
     }
-    program::Plan trial = result.best.plan;
-    // As in TFLMS, a swapped-in tensor is fetched relative to its first
-    // consumer; once the members are recomputed, that is their rebuild, which
-    // reads the checkpoint: its fetch moves up to the members' earliest.
-    const ir::ValueId checkpoint = context.graph().node(unit.checkpoint).outputs.front();
-    int fetch = trial.at(checkpoint).fetch_step;
-    for (ir::ValueId member : unit.members) {
-      const int member_fetch = trial.at(member).fetch_step;
-      if (member_fetch >= 0 && (fetch < 0 || member_fetch < fetch)) fetch = member_fetch;
-      trial.Recompute(member);
+    const size_t count = std::min(units.size() - next, kTrialsBetweenChecks);
+    const program::Plan& best = result.best.plan;
+    auto trial = [&](size_t i) { return Trial(context, best, units[next + i]); };
+    ASSIGN_OR_RETURN(auto kept, context.FirstBetter(count, trial, result.best.step_time_s()));
+    if (!kept) {
+      next += count;
+      continue;
     }
-    if (trial.decision(checkpoint) == program::Decision::kSpill) trial.Spill(checkpoint, fetch);
-    // Kept when it fits and makes the step faster.
-    ASSIGN_OR_RETURN(std::optional<Evaluation> faster,
-                     context.EvaluateIfBetter(std::move(trial), result.best.step_time_s()));
-    if (faster) result.best = *std::move(faster);
+    next += kept->first + 1;
+    result.best = std::move(kept->second);
   }
   return result;
 }

@@ -305,6 +305,48 @@ TEST(Portfolio, ThePlanAndItsCountsDoNotDependOnTheNumberOfThreads) {
   }
 }
 
+TEST(Portfolio, HybridSeedsUnitTrialsRunAheadOnThreadsWithTheResultOfOneByOne) {
+  // hybrid-seed tries its units in order, each against the plan the kept
+  // ones left; with several threads the trials after the next run ahead in
+  // case it is not kept, and those run past a kept one are thrown away: the
+  // Program and every count are those of one thread.
+  // A small GPT-2 on a PCIe link at half its `none` arena: the link cannot
+  // carry every spill, and recomputing some units is faster.
+  models::ModelOptions gpt;
+  gpt.n_layer = 8;
+  gpt.n_head = 2;
+  gpt.d_model = 64;
+  gpt.seq_len = 64;
+  gpt.vocab = 512;
+  gpt.batch = 4;
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("gpt2", gpt);
+  absl::StatusOr<analysis::HardwareProfile> profile =
+      analysis::LoadHardwareProfile("h200-141g-pcie5");
+  ASSERT_TRUE(profile.ok()) << StatusMessage(profile.status());
+  const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
+  const PlannerOptions one = {.budget_bytes = none_arena / 2, .threads = 1};
+  const PlanResult swapped = Plan("swap", training.graph, *profile, one);
+  std::vector<PlanResult> results;
+  for (const int threads : {1, 2, 5}) {
+    SCOPED_TRACE(fmt::format("{} threads", threads));
+    PlannerOptions options = one;
+    options.threads = threads;
+    results.push_back(Plan("hybrid-seed", training.graph, *profile, options));
+  }
+  ASSERT_TRUE(results[0].feasible);
+  // Units were tried, and some kept: a run ahead was thrown away.
+  EXPECT_GT(results[0].evaluations, swapped.evaluations + 10);
+  EXPECT_LT(results[0].best.step_time_s(), swapped.best.step_time_s());
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].evaluations, results[0].evaluations);
+    EXPECT_EQ(results[i].laid_out, results[0].laid_out);
+    EXPECT_EQ(results[i].repeated, results[0].repeated);
+    EXPECT_EQ(results[i].smallest_arena_bytes, results[0].smallest_arena_bytes);
+    EXPECT_EQ(program::ProgramToText(results[i].best.program),
+              program::ProgramToText(results[0].best.program));
+  }
+}
+
 TEST(Portfolio, TheBoundsChangeNoDecision) {
   // The live-bytes and step-time bounds only skip laying out candidates that
   // the search would reject anyway: with and without them, every policy makes
