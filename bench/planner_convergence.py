@@ -5,9 +5,12 @@ Runs `spillway plan --json` (policy `hybrid`, default settings: refine every
 start until no move improves) under /usr/bin/time on the workloads whose
 planning time the planner's targets name, and on a GPT-2-style model of
 growing depth to show how planning time grows with the graph. Reports the
-planning time, the candidate plans considered and laid out, whether the
-time-limit safety net stopped the refinement, the start the plan came from, the predicted overhead
-over `none`, and the process's peak memory. Standard library only.
+planning time, the candidate plans considered, the planning time per
+candidate (wall time over candidates: with the count, it shows whether
+depth grows the number of candidates or what each costs), the candidates
+laid out, whether the time-limit safety net stopped the refinement, the
+start the plan came from, the predicted overhead over `none`, and the
+process's peak memory. Standard library only.
 
   bench/planner_convergence.py [--binary build/release/src/cli/spillway] [--print]
       [--depths 12,24,48]
@@ -64,8 +67,10 @@ def budget_args(binary, workload, hardware, fraction):
 
 def row(name, result, rss_kib, extra=""):
     stopped = "no" if result["converged"] else "yes"
+    per_candidate = result["planning_ms"] / max(result["evaluations"], 1)
     return (f"| {name}{extra} | {result['budget_bytes'] / 2**30:.1f} GiB | "
             f"{result['planning_ms'] / 1e3:.2f} s | {result['evaluations']} | "
+            f"{per_candidate:.2f} ms | "
             f"{result['laid_out']} | {stopped} | {result.get('start', '-')} | "
             f"{100 * result['overhead']:+.1f}% | {rss_kib / 1024:.0f} MiB |")
 
@@ -78,8 +83,9 @@ def main():
                         help="layers of the small GPT-2-style model, comma-separated")
     options = parser.parse_args()
     binary = options.binary
-    header = ("| workload | budget | planning | candidates | laid out | time limit hit | start | "
-              "overhead | peak memory |\n|---|---|---|---|---|---|---|---|---|")
+    header = ("| workload | budget | planning | candidates | per candidate | laid out | "
+              "time limit hit | start | overhead | peak memory |\n"
+              "|---|---|---|---|---|---|---|---|---|---|")
     lines = [header]
     for name, workload, hardware, fraction in TARGETS:
         args = [*workload, "--hardware", hardware,
