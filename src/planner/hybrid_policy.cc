@@ -108,8 +108,9 @@ class HybridPlanner {
       return result;
     }
     // `recompute`'s starts are made in a lane of their own, beside the
-    // others where there are two threads (on deep graphs they cost the
-    // most), and after them where there is one: the same plans and counts.
+    // others where there are two threads or more, and after them where there
+    // is one: the same plans and counts. On deep graphs the two lines cost
+    // the most, and `hybrid-seed`'s unit trials the most of all.
     std::unique_ptr<PlanningContext> lane = context_.Lane(1);
     absl::StatusOr<RecomputeStarts> recompute_starts;
     auto make_recompute_starts = [&] { recompute_starts = MakeRecomputeStarts(*lane); };
@@ -130,13 +131,19 @@ class HybridPlanner {
       return absl::OkStatus();
     };
     absl::Status others;
-    if (context_.threads() > 1) {
-      // Two lines of search on the machine's threads: neither also
-      // evaluates its lists side by side.
-      const int threads = context_.options().threads;
-      context_.set_threads(1);
-      Pool(1).Run(make_recompute_starts, [&] { others = make_other_starts(); });
-      context_.set_threads(threads);
+    if (const int width = context_.threads(); width > 1) {
+      // Two lines of search on the machine's threads: `recompute`'s on one,
+      // the others' on the rest, which then evaluate their lists of
+      // candidates (the unit trials) side by side on every thread once
+      // `recompute`'s starts are made.
+      context_.set_threads(width - 1);
+      Pool(1).Run(
+          [&] {
+            make_recompute_starts();
+            context_.set_threads(width);
+          },
+          [&] { others = make_other_starts(); });
+      context_.set_threads(context_.options().threads);
     } else {
       others = make_other_starts();
       if (others.ok()) make_recompute_starts();

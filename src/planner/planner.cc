@@ -108,6 +108,7 @@ PlanningContext::PlanningContext(const ir::Graph& graph, const analysis::CostMod
       cost_model_(cost_model),
       hardware_(hardware),
       options_(options),
+      threads_(options.threads),
       workspace_bytes_(program::WorkspaceRegionBytes(graph, hardware.workspace_limit_bytes)),
       // Not value_or: that would build the two trial Programs even when the
       // order is given.
@@ -387,6 +388,7 @@ PlanningContext::PlanningContext(const PlanningContext& parent, PlannerOptions o
       cost_model_(parent.cost_model_),
       hardware_(parent.hardware_),
       options_(std::move(options)),
+      threads_(options_.threads),
       workspace_bytes_(parent.workspace_bytes_),
       backward_order_(parent.backward_order_),
       rewrite_(parent.rewrite_),
@@ -427,10 +429,8 @@ std::unique_ptr<PlanningContext> PlanningContext::Lane(int threads) const {
   return lane;
 }
 
-void PlanningContext::set_threads(int threads) { options_.threads = threads; }
-
 int PlanningContext::threads() const {
-  if (options_.threads > 0) return options_.threads;
+  if (const int threads = threads_.load(); threads > 0) return threads;
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }
 

@@ -339,7 +339,10 @@ class PlanningContext {
   // candidates count in this context's progress at once; `threads` is its
   // FirstBetter's.
   std::unique_ptr<PlanningContext> Lane(int threads) const;
-  void set_threads(int threads);
+  // The threads FirstBetter uses from its next call (0: the machine's cores,
+  // at most 8). Another thread may set it while this context searches: what
+  // FirstBetter finds does not depend on it.
+  void set_threads(int threads) { threads_ = threads; }
 
   bool Fits(const Evaluation& evaluation) const {
     return evaluation.arena_bytes() <= options_.budget_bytes;
@@ -353,6 +356,7 @@ class PlanningContext {
   const analysis::CostModel& cost_model_;
   analysis::HardwareProfile hardware_;
   PlannerOptions options_;
+  std::atomic<int> threads_;  // options_.threads, until set_threads
   int64_t workspace_bytes_ = 0;
   program::BackwardOrder backward_order_;
   // The schedule, when it reads each value, and what rewriting needs.
