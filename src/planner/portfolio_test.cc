@@ -309,16 +309,16 @@ TEST(Portfolio, HybridSeedsUnitTrialsRunAheadOnThreadsWithTheResultOfOneByOne) {
   // hybrid-seed tries its units in order, each against the plan the kept
   // ones left; with several threads the trials after the next run ahead in
   // case it is not kept, and those run past a kept one are thrown away: the
-  // Program and every count are those of one thread.
-  // A small GPT-2 on a PCIe link at half its `none` arena: the link cannot
-  // carry every spill, and recomputing some units is faster.
+  // Program and every count are those of one thread. The workload: a small
+  // GPT-2 on a PCIe link at half its `none` arena, where the link cannot
+  // carry every spill and recomputing some units is faster.
   models::ModelOptions gpt;
+  gpt.batch = 4;
   gpt.n_layer = 8;
   gpt.n_head = 2;
   gpt.d_model = 64;
   gpt.seq_len = 64;
   gpt.vocab = 512;
-  gpt.batch = 4;
   const autodiff::TrainingGraph training = program::testing::TrainingModel("gpt2", gpt);
   absl::StatusOr<analysis::HardwareProfile> profile =
       analysis::LoadHardwareProfile("h200-141g-pcie5");
