@@ -131,11 +131,11 @@ std::vector<int> OverBudgetSteps(const PlanningContext& context,
             context.ideal_start_s(s),
         s);
   }
-  for (auto* ranking : {&by_bytes, &by_share, &by_link}) {
+  std::vector<std::pair<double, int>>* const rankings[] = {&by_bytes, &by_share, &by_link};
+  for (auto* ranking : rankings) {
     std::stable_sort(ranking->begin(), ranking->end(),
                      [](const auto& a, const auto& b) { return a.first > b.first; });
   }
-  const std::vector<std::pair<double, int>>* rankings[] = {&by_bytes, &by_share, &by_link};
   std::vector<bool> taken(static_cast<size_t>(steps), false);
   std::vector<int> chosen;
   int64_t columns = 0;
