@@ -43,7 +43,10 @@ void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   // so the gap's start is a valid offset as is.
   auto best = gaps_.end();
   for (auto gap = gaps_.begin(); gap != gaps_.end(); ++gap) {
-    if (gap->bytes >= rounded && (best == gaps_.end() || gap->bytes < best->bytes)) best = gap;
+    if (gap->bytes >= rounded && (best == gaps_.end() || gap->bytes < best->bytes)) {
+      best = gap;
+      if (gap->bytes == rounded) break;  // nothing fits closer, nor lower
+    }
   }
   int64_t offset = 0;
   if (best != gaps_.end()) {
