@@ -93,10 +93,9 @@ class HybridPlanner {
 
   // The portfolio: the plans of the heuristic policies (each as its own
   // policy makes it, with its default options) and hybrid's own eviction
-  // plan. Each of them that fits is refined from the nearest per-tensor
-  // decisions, in a race that gives the most candidates to the refinements
-  // that do best, and the result is the best plan seen, so it is never worse
-  // than any of the heuristics.
+  // plans, for the budget and for a share of it. Each of them that fits is refined from the nearest
+  // per-tensor decisions, in a race that gives the most candidates to the refinements that do best,
+  // and the result is the best plan seen, so it is never worse than any of the heuristics.
   absl::StatusOr<PlanResult> Run() {
     Collect();
     PlanResult result;
@@ -116,8 +115,20 @@ class HybridPlanner {
     auto make_recompute_starts = [&] { recompute_starts = MakeRecomputeStarts(*lane); };
     std::vector<Start> starts;
     auto make_other_starts = [&]() -> absl::Status {
+      std::optional<Evaluation> tight_keep_all;
+      if (options_.tight_eviction_share > 0) tight_keep_all = keep_all;
       ASSIGN_OR_RETURN(Evaluation evicted, EvictUntilFits(active_.decisions, std::move(keep_all)));
       starts.push_back({"evict", std::move(evicted)});
+      if (tight_keep_all) {
+        // The eviction plan for a share of the budget: room to spare, which
+        // the refinement fills by keeping back what the budget allows.
+        active_ = Fresh("evict-tight");
+        const auto target = static_cast<int64_t>(options_.tight_eviction_share *
+                                                 static_cast<double>(context_.budget_bytes()));
+        ASSIGN_OR_RETURN(Evaluation tight,
+                         EvictUntilFits(active_.decisions, *std::move(tight_keep_all), target));
+        if (context_.Fits(tight)) starts.push_back({"evict-tight", std::move(tight)});
+      }
       SwapPolicy swap;
       ASSIGN_OR_RETURN(PlanResult swapped, swap.Run(context_));
       starts.push_back({"swap", swapped.best});
@@ -597,11 +608,14 @@ class HybridPlanner {
   }
 
   // Evicts, round after round, the tensors resident at the memory peak with
-  // the most bytes per second of cost, until the arena fits or nothing is left.
-  absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current) {
-    while (!context_.Fits(current)) {
+  // the most bytes per second of cost, until the arena is at most `target`
+  // (by default the budget) or nothing is left.
+  absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current,
+                                            std::optional<int64_t> target = std::nullopt) {
+    if (!target) target = context_.budget_bytes();
+    while (current.arena_bytes() > *target) {
       const int peak = program::LiveBytesPeakStep(current.program);
-      const int64_t excess = current.arena_bytes() - context_.budget_bytes();
+      const int64_t excess = current.arena_bytes() - *target;
       std::vector<size_t> order;
       for (size_t i = 0; i < candidates_.size(); ++i) {
         if (decisions[i] != Decision::kKeep) continue;

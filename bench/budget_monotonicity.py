@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Regenerates the budget-monotonicity section of docs/results.md.
+
+More memory should never give a slower plan. For four small workloads on a
+fine grid of budgets (25, from 35% to 100% of the `none` arena), runs
+`spillway plan --policy hybrid --json` and counts the budgets at which
+`hybrid`'s plan is slower than its plan at some smaller budget, and by how
+much. `--baseline` runs a second binary (another planner) on the same grid
+beside it. Standard library only; the step times are the simulator's
+predictions, so the figures do not depend on the machine.
+
+  bench/budget_monotonicity.py [--binary build/release/src/cli/spillway]
+                               [--baseline OTHER_BINARY] [--print]
+"""
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+
+from results_doc import write_section
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BEGIN = "<!-- budget-monotonicity:begin (bench/budget_monotonicity.py writes this part) -->"
+END = "<!-- budget-monotonicity:end -->"
+WORKLOADS = [
+    ("ResNet-50, 224x224, batch 184, `v100-16g-nvlink2`",
+     ["--model", "resnet50", "--image", "224", "--batch", "184", "--hardware",
+      "v100-16g-nvlink2"]),
+    ("ResNet-18, 224x224, batch 16, `h200-141g-pcie5`",
+     ["--model", "resnet18", "--image", "224", "--batch", "16", "--hardware", "h200-141g-pcie5"]),
+    ("GPT-2, 4 layers, 512 tokens, batch 8, `h200-141g-pcie5`",
+     ["--model", "gpt2", "--layers", "4", "--seq-len", "512", "--batch", "8", "--hardware",
+      "h200-141g-pcie5"]),
+    ("U-Net, 256x256, batch 4, `h200-141g-pcie5`",
+     ["--model", "unet", "--image", "256", "--batch", "4", "--hardware", "h200-141g-pcie5"]),
+]
+POINTS = 25  # budgets from 35% to 100% of the `none` arena
+
+
+def plan(binary, workload, policy, budget):
+    out = subprocess.run([binary, "plan", *workload, "--policy", policy, "--budget", str(budget),
+                          "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def sweep(binary, workload):
+    """(budgets that fit, [(budget, excess over the best smaller budget's)], mean step)."""
+    none_arena = plan(binary, workload, "none", 2**40)["arena_bytes"]
+    fastest = None  # the fastest plan at a smaller budget
+    steps, slower = [], []
+    for k in range(POINTS):
+        budget = int(none_arena * (0.35 + 0.65 * k / (POINTS - 1)))
+        result = plan(binary, workload, "hybrid", budget)
+        if not result["feasible"]:
+            continue
+        step = result["step_time_s"]
+        steps.append(step)
+        if fastest is not None and step > fastest * (1 + 1e-9):
+            slower.append((budget, step / fastest - 1))
+        fastest = step if fastest is None else min(fastest, step)
+    return len(steps), slower, sum(steps) / max(1, len(steps))
+
+
+def cells(result):
+    fits, slower, mean = result
+    largest = max((excess for _, excess in slower), default=0)
+    return [str(fits), str(len(slower)), f"{100 * largest:.2f}%", f"{1000 * mean:.4f} ms"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", default=str(ROOT / "build/release/src/cli/spillway"))
+    parser.add_argument("--baseline", help="another spillway binary to sweep beside it")
+    parser.add_argument("--print", action="store_true", help="print instead of editing the doc")
+    options = parser.parse_args()
+    binaries = [("this planner", options.binary)]
+    if options.baseline:
+        binaries.insert(0, ("baseline", options.baseline))
+    header = ["workload", "planner", "budgets that fit", "slower than at a smaller budget",
+              "largest excess", "mean step"]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    totals = {name: 0 for name, _ in binaries}
+    for title, workload in WORKLOADS:
+        for name, binary in binaries:
+            result = sweep(binary, workload)
+            totals[name] += len(result[1])
+            lines.append("| " + " | ".join([title, name, *cells(result)]) + " |")
+            print(lines[-1], file=sys.stderr)
+    today = datetime.date.today().isoformat()
+    summary = ", ".join(f"{name} {count}" for name, count in totals.items())
+    section = "\n".join([
+        BEGIN,
+        f"Generated {today} by `bench/budget_monotonicity.py` on {platform.node()} "
+        f"({platform.machine()}, {platform.system()}): `hybrid` at {POINTS} budgets from 35% to "
+        "100% of each workload's `none` arena. A budget counts as slower when its plan is "
+        "slower than the plan at some smaller budget of the grid; the excess is over the "
+        "fastest of those. Step times are the simulator's predictions.",
+        "",
+        "\n".join(lines),
+        "",
+        f"Budgets slower than a smaller budget, over the {len(WORKLOADS)} workloads: {summary}.",
+        END,
+    ])
+    if options.print:
+        print(section)
+        return
+    write_section(BEGIN, END, section, "Budget monotonicity on a fine grid")
+
+
+if __name__ == "__main__":
+    main()
