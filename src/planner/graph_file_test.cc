@@ -205,15 +205,18 @@ TEST(MeasuredCosts, TheyFlipTheChoiceBetweenSpillingAndRecomputing) {
 }
 
 // Forward nodes of 0.1 s and 67 ms copies: with copies and kernels
-// independent, spilling hides its copies and beats re-running a node. Where
+// independent, spilling hides its copies and beats re-running a node (the
+// plan spills two tensors and rebuilds one: 1.016 s, where spilling all
+// three steps 1.040 s, the 2 ms backward nodes hiding little of the last
+// fetch). Where
 // they contend (a copy running 11 times slower beside a kernel, and a
 // kernel beside a copy), the copies steal more than recomputation costs, and
 // the planner recomputes instead.
 TEST(MeasuredCosts, ContentionMakesThePlannerRecomputeWhereACopyWouldStealMore) {
   const nodelink::CostedGraph costed = *nodelink::ParseNodeLinkGraph(ChainGraph(8), {});
   const program::Plan independent = PlanWithMeasuredCosts(costed, 0.1);
-  EXPECT_GT(independent.Count(program::Decision::kSpill), 0);
-  EXPECT_EQ(independent.Count(program::Decision::kRecompute), 0);
+  EXPECT_GT(independent.Count(program::Decision::kSpill), 1);
+  EXPECT_LE(independent.Count(program::Decision::kRecompute), 1);
   const program::Plan contended = PlanWithMeasuredCosts(
       costed, 0.1, analysis::Contention{.compute_slowdown = 10, .copy_slowdown = 10});
   EXPECT_GT(contended.Count(program::Decision::kRecompute), 0);

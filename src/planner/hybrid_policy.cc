@@ -123,10 +123,9 @@ class HybridPlanner {
         // The eviction plan for a share of the budget: room to spare, which
         // the refinement fills by keeping back what the budget allows.
         active_ = Fresh("evict-tight");
-        const auto target = static_cast<int64_t>(options_.tight_eviction_share *
-                                                 static_cast<double>(context_.budget_bytes()));
-        ASSIGN_OR_RETURN(Evaluation tight,
-                         EvictUntilFits(active_.decisions, *std::move(tight_keep_all), target));
+        ASSIGN_OR_RETURN(
+            Evaluation tight,
+            EvictUntilFits(active_.decisions, *std::move(tight_keep_all), TightTarget()));
         if (context_.Fits(tight)) starts.push_back({"evict-tight", std::move(tight)});
       }
       SwapPolicy swap;
@@ -183,19 +182,32 @@ class HybridPlanner {
       if (fits) refinements.push_back(std::move(active_));
     }
     RETURN_IF_ERROR(Race(refinements));
-    for (const Refinement& refinement : refinements) {
+    auto record = [&result](const Refinement& refinement) {
       result.race.push_back({.start = refinement.start,
                              .start_step_s = refinement.loaded_s,
                              .step_s = refinement.current->step_time_s(),
                              .evaluations = refinement.evaluations,
                              .finished = refinement.done,
                              .timed_out = !refinement.done && !refinement.left_race});
-    }
+    };
+    for (const Refinement& refinement : refinements) record(refinement);
     for (Refinement& refinement : refinements) {
       if (Better(*refinement.current, result.best, context_.budget_bytes())) {
         result.best = *std::move(refinement.current);
         result.start = refinement.start;
       }
+    }
+    // The refinement is a local search, and its best plan a local optimum
+    // that no single move improves. Tightened (evicted until it fits a share
+    // of the budget, as the evict-tight start is made), it is a nearby plan
+    // with room to spare, from which the refinement can reach another.
+    for (int kick = 0; kick < options_.kicks && !hit_time_limit_ && !CapReached(); ++kick) {
+      ASSIGN_OR_RETURN(std::optional<Refinement> kicked, Kick(result));
+      if (!kicked) break;
+      record(*kicked);
+      if (!Better(*kicked->current, result.best, context_.budget_bytes())) break;
+      result.best = *std::move(kicked->current);
+      result.start = std::move(kicked->start);
     }
     result.hit_time_limit = hit_time_limit_;
     return result;
@@ -235,6 +247,44 @@ class HybridPlanner {
   WorkerPool& Pool(int threads) {
     if (pool_ == nullptr || pool_->size() != threads) pool_ = std::make_unique<WorkerPool>(threads);
     return *pool_;
+  }
+
+  // The arena the evict-tight start and a kick evict to.
+  int64_t TightTarget() const {
+    return static_cast<int64_t>(options_.tight_eviction_share *
+                                static_cast<double>(context_.budget_bytes()));
+  }
+
+  // A kick: `result`'s best plan, tightened to TightTarget by eviction and
+  // refined; nullopt where that does not fit. The refinement races the best
+  // plan as the portfolio's refinements race each other (Race): in slices
+  // of candidates doubling from the race's first quota, and it stops once
+  // it is behind the best plan and gaining again what it gained in its last
+  // slice would not take it past; ahead, it runs until it converges.
+  absl::StatusOr<std::optional<Refinement>> Kick(const PlanResult& result) {
+    if (options_.tight_eviction_share <= 0) return std::nullopt;
+    ASSIGN_OR_RETURN(const bool fits, Load({result.start + ", tightened", result.best}));
+    if (!fits) return std::nullopt;
+    ASSIGN_OR_RETURN(Evaluation tightened,
+                     EvictUntilFits(active_.decisions, *active_.current, TightTarget()));
+    if (!context_.Fits(tightened)) return std::nullopt;
+    active_.loaded_s = tightened.step_time_s();
+    active_.current = std::move(tightened);
+    const double best_s = result.best.step_time_s();
+    int quota = options_.race_first_quota;
+    while (!active_.done && !hit_time_limit_) {
+      const double before_s = active_.current->step_time_s();
+      RETURN_IF_ERROR(Advance(quota));
+      if (quota == 0 || active_.done) break;
+      const double now_s = active_.current->step_time_s();
+      const bool ahead = Better(*active_.current, result.best, context_.budget_bytes());
+      if (!StaysInRace(now_s, before_s - now_s, best_s, ahead)) {
+        active_.left_race = true;
+        break;
+      }
+      quota = NextQuota(quota);
+    }
+    return std::move(active_);
   }
 
   // Makes the active refinement a start's plan, as far as per-tensor
@@ -350,16 +400,28 @@ class HybridPlanner {
       const double best_s = refinements[best].current->step_time_s();
       std::erase_if(racing, [&](size_t i) {
         if (refinements[i].done) return true;
-        if (std::isinf(options_.race_gain_credit)) return false;
-        const double hoped_s =
-            refinements[i].current->step_time_s() - options_.race_gain_credit * gain[i];
-        refinements[i].left_race = i != best && !(hoped_s < best_s);
+        refinements[i].left_race =
+            !StaysInRace(refinements[i].current->step_time_s(), gain[i], best_s, i == best);
         return refinements[i].left_race;
       });
-      quota = quota > std::numeric_limits<int>::max() / 2 ? quota : 2 * quota;
+      quota = NextQuota(quota);
     }
     for (const Lane& lane : lanes) context_.Absorb(*lane.context);
     return absl::OkStatus();
+  }
+
+  // The race's rule: after a slice that gained `gain_s`, a refinement whose
+  // plan steps `step_s` stays in the race if it holds the best plan, or if
+  // gaining that again (times `race_gain_credit`) would take it below the
+  // best plan's `best_s`.
+  bool StaysInRace(double step_s, double gain_s, double best_s, bool holds_best) const {
+    if (holds_best || std::isinf(options_.race_gain_credit)) return true;
+    return step_s - options_.race_gain_credit * gain_s < best_s;
+  }
+
+  // The quota of the race's next round: twice this one's.
+  static int NextQuota(int quota) {
+    return quota > std::numeric_limits<int>::max() / 2 ? quota : 2 * quota;
   }
 
  private:
