@@ -93,9 +93,11 @@ class HybridPlanner {
 
   // The portfolio: the plans of the heuristic policies (each as its own
   // policy makes it, with its default options) and hybrid's own eviction
-  // plans, for the budget and for a share of it. Each of them that fits is refined from the nearest
-  // per-tensor decisions, in a race that gives the most candidates to the refinements that do best,
-  // and the result is the best plan seen, so it is never worse than any of the heuristics.
+  // plans, for the budget and for a share of it. Each of them that fits is
+  // refined from the nearest per-tensor decisions, in a race that gives the
+  // most candidates to the refinements that do best, and then the best plan
+  // is kicked (Kick). The result is the best plan seen, so it is never
+  // worse than any of the heuristics.
   absl::StatusOr<PlanResult> Run() {
     Collect();
     PlanResult result;
