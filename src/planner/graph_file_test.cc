@@ -205,13 +205,11 @@ TEST(MeasuredCosts, TheyFlipTheChoiceBetweenSpillingAndRecomputing) {
 }
 
 // Forward nodes of 0.1 s and 67 ms copies: with copies and kernels
-// independent, spilling hides its copies and beats re-running a node (the
-// plan spills two tensors and rebuilds one: 1.016 s, where spilling all
-// three steps 1.040 s, the 2 ms backward nodes hiding little of the last
-// fetch). Where
-// they contend (a copy running 11 times slower beside a kernel, and a
-// kernel beside a copy), the copies steal more than recomputation costs, and
-// the planner recomputes instead.
+// independent, spilling hides its copies and mostly beats re-running a node
+// (the plan spills two tensors and rebuilds one: 1.016 s, where spilling all
+// three steps 1.040 s). Where they contend (a copy running 11 times slower
+// beside a kernel, and a kernel beside a copy), the copies steal more than
+// recomputation costs, and the planner recomputes instead.
 TEST(MeasuredCosts, ContentionMakesThePlannerRecomputeWhereACopyWouldStealMore) {
   const nodelink::CostedGraph costed = *nodelink::ParseNodeLinkGraph(ChainGraph(8), {});
   const program::Plan independent = PlanWithMeasuredCosts(costed, 0.1);
