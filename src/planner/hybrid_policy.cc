@@ -268,7 +268,7 @@ class HybridPlanner {
     ASSIGN_OR_RETURN(const bool fits, Load({result.start + ", tightened", result.best}));
     if (!fits) return std::nullopt;
     ASSIGN_OR_RETURN(Evaluation tightened,
-                     EvictUntilFits(active_.decisions, *active_.current, TightTarget()));
+                     EvictUntilFits(active_.decisions, *std::move(active_.current), TightTarget()));
     if (!context_.Fits(tightened)) return std::nullopt;
     active_.loaded_s = tightened.step_time_s();
     active_.current = std::move(tightened);
