@@ -79,13 +79,15 @@ struct Refinement {
 
 class HybridPlanner {
  public:
-  HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options)
-      : context_(context), options_(options) {}
+  HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options,
+                const std::vector<HybridPolicy::Seed>& seeds = {})
+      : context_(context), options_(options), seeds_(&seeds) {}
   // A planner for one refinement of `parent`'s race, in its own context:
   // the same candidates, nothing active.
   HybridPlanner(const HybridPlanner& parent, PlanningContext& context)
       : context_(context),
         options_(parent.options_),
+        seeds_(parent.seeds_),
         candidates_(parent.candidates_),
         index_of_value_(parent.index_of_value_),
         forward_s_(parent.forward_s_),
@@ -165,6 +167,12 @@ class HybridPlanner {
     RETURN_IF_ERROR(recompute_starts.status());
     hit_time_limit_ = hit_time_limit_ || recompute_starts->hit_time_limit;
     for (Start& start : recompute_starts->starts) starts.push_back(std::move(start));
+    // Plans made elsewhere, in this order's schedule, laid out for this budget.
+    for (const HybridPolicy::Seed& seed : *seeds_) {
+      if (seed.evaluation.program.schedule != context_.schedule()) continue;
+      ASSIGN_OR_RETURN(Evaluation evaluated, context_.Evaluate(seed.evaluation.plan));
+      starts.push_back({seed.name, std::move(evaluated)});
+    }
 
     // Best first (stable: on a tie the earlier, evict first). Every start
     // that fits enters the race: which start refines best differs between
@@ -1079,6 +1087,7 @@ class HybridPlanner {
 
   PlanningContext& context_;
   const HybridPolicy::Options options_;
+  const std::vector<HybridPolicy::Seed>* seeds_;  // the policy's, which outlives the planner
   std::vector<Candidate> candidates_;
   std::vector<int> index_of_value_;  // candidate index of each value, -1 if none
   double forward_s_ = 0;
@@ -1095,7 +1104,7 @@ class HybridPlanner {
 }  // namespace
 
 absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
-  ASSIGN_OR_RETURN(PlanResult result, HybridPlanner(context, options_).Run());
+  ASSIGN_OR_RETURN(PlanResult result, HybridPlanner(context, options_, seeds_).Run());
   if (!options_.other_orders || !context.options().every_backward_order) return result;
   using program::BackwardOrder;
   std::vector<std::vector<ir::NodeId>> planned = {context.schedule()};
@@ -1116,7 +1125,7 @@ absl::StatusOr<PlanResult> HybridPolicy::Run(PlanningContext& context) {
     planned.push_back(other.schedule());
     result.orders_planned = static_cast<int>(planned.size());
     other.StartRun();
-    absl::StatusOr<PlanResult> in_order = HybridPlanner(other, options_).Run();
+    absl::StatusOr<PlanResult> in_order = HybridPlanner(other, options_, seeds_).Run();
     context.Absorb(other);
     RETURN_IF_ERROR(in_order.status());
     result.hit_time_limit = result.hit_time_limit || in_order->hit_time_limit;

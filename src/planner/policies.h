@@ -323,13 +323,25 @@ struct HybridOptions {
 class HybridPolicy final : public Policy {
  public:
   using Options = HybridOptions;
-  explicit HybridPolicy(Options options = {}) : options_(options) {}
+  // A plan made elsewhere for the same training step, which the portfolio
+  // starts from as well, beside its own starts: a budget sweep passes the
+  // plan it made for the budget below (session/sweep.h), which fits this
+  // one. It is used in a backward order whose schedule is its Program's,
+  // evaluated there afresh (the arena is laid out for this budget), and
+  // named in the race and in PlanResult::start as `name`.
+  struct Seed {
+    std::string name;
+    Evaluation evaluation;
+  };
+  explicit HybridPolicy(Options options = {}, std::vector<Seed> seeds = {})
+      : options_(options), seeds_(std::move(seeds)) {}
   std::string_view name() const override { return "hybrid"; }
   bool needs_host_link() const override { return true; }
   absl::StatusOr<PlanResult> Run(PlanningContext& context) override;
 
  private:
   Options options_;
+  std::vector<Seed> seeds_;
 };
 
 // The options of OptimalPolicy.

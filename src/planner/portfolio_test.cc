@@ -155,6 +155,51 @@ TEST(Portfolio, AnEvictionStartForATighterBudgetKeepsMoreMemoryFromSlowingThePla
       with_smaller.race, [](const PlanResult::Refinement& r) { return r.start == "evict-tight"; }));
 }
 
+TEST(HybridSeed, APlanFromASmallerBudgetIsAStartAndTheResultIsNeverSlowerThanIt) {
+  // The case above, without the evict-tight start: the larger budget plans
+  // 1.7% slower than the smaller. Given the smaller budget's plan as a seed
+  // (a budget sweep does so), the larger budget plans at least as fast; a
+  // seed made in another backward order is left out, its fetch steps being
+  // another schedule's.
+  const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet18", 224, 16, 16);
+  const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("h200-141g-pcie5");
+  const analysis::RooflineCostModel cost_model(profile);
+  const int64_t none_arena = Plan("none", training.graph, profile, INT64_MAX).best.arena_bytes();
+  auto budget = [&](double share) {
+    return static_cast<int64_t>(share * static_cast<double>(none_arena));
+  };
+  auto hybrid = [&](int64_t budget_bytes, std::vector<HybridPolicy::Seed> seeds,
+                    std::optional<program::BackwardOrder> order) {
+    PlanningContext context(training.graph, cost_model, profile,
+                            {.budget_bytes = budget_bytes, .backward_order = order});
+    HybridPolicy policy({.tight_eviction_share = 0}, std::move(seeds));
+    absl::StatusOr<PlanResult> result = RunPolicy(policy, context);
+    SPILLWAY_CHECK(result.ok() && result->feasible, "both budgets fit");
+    return *std::move(result);
+  };
+  const int64_t smaller = budget(0.55 + 0.45 * 11 / 24);
+  const int64_t larger = budget(0.55 + 0.45 * 13 / 24);
+  const std::optional<program::BackwardOrder> order;  // the planner's choice
+  const PlanResult at_smaller = hybrid(smaller, {}, order);
+  const PlanResult unseeded = hybrid(larger, {}, order);
+  ASSERT_GT(unseeded.best.step_time_s(), at_smaller.best.step_time_s() * 1.01)
+      << "the larger budget no longer plans slower: the case no longer shows what a seed is for";
+
+  const PlanResult seeded = hybrid(larger, {{"the smaller budget's", at_smaller.best}}, order);
+  EXPECT_LE(seeded.best.step_time_s(), at_smaller.best.step_time_s());
+  EXPECT_TRUE(std::ranges::any_of(seeded.race, [](const PlanResult::Refinement& r) {
+    return r.start == "the smaller budget's";
+  }));
+  EXPECT_LE(seeded.best.arena_bytes(), larger);
+
+  const PlanResult other_order = hybrid(smaller, {}, program::BackwardOrder::kMemoryAware);
+  ASSERT_NE(other_order.best.program.schedule, at_smaller.best.program.schedule);
+  const PlanResult ignored = hybrid(larger, {{"another order's", other_order.best}}, order);
+  EXPECT_TRUE(std::ranges::none_of(
+      ignored.race, [](const PlanResult::Refinement& r) { return r.start == "another order's"; }));
+  EXPECT_EQ(ignored.best.step_time_s(), unseeded.best.step_time_s());
+}
+
 // The roofline, slowed down: every copy it times (the simulator asks for each
 // copy of each candidate) first sleeps, as on a loaded or slower machine.
 class SlowCostModel final : public analysis::CostModel {
