@@ -29,19 +29,32 @@ absl::StatusOr<std::unique_ptr<PlanningSession>> PlanningSession::Create(
   } else {
     RETURN_IF_ERROR(session->BuildModelStep());
   }
-  planner::PlannerOptions options = request.planner;
-  options.host_link = request.host_link;
-  options.budget_bytes = session->budget_bytes_;
-  if (observer != nullptr) {
-    PlanningSession* self = session.get();
-    options.progress = [self](int evaluations) {
-      self->observer_->Progress(evaluations - self->evaluations_at_begin_);
-    };
-    options.interrupted = [observer] { return observer->Interrupted(); };
-  }
-  session->context_ = std::make_unique<planner::PlanningContext>(
-      session->training_.graph, *session->cost_model_, session->profile_, options);
+  session->MakeContext();
   return session;
+}
+
+void PlanningSession::MakeContext() {
+  planner::PlannerOptions options = request_.planner;
+  options.host_link = request_.host_link;
+  options.budget_bytes = budget_bytes_;
+  if (observer_ != nullptr) {
+    options.progress = [this](int evaluations) {
+      observer_->Progress(evaluations - evaluations_at_begin_);
+    };
+    options.interrupted = [observer = observer_] { return observer->Interrupted(); };
+  }
+  context_ =
+      std::make_unique<planner::PlanningContext>(training_.graph, *cost_model_, profile_, options);
+}
+
+absl::Status PlanningSession::SetBudget(int64_t budget_bytes) {
+  if (budget_bytes < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("a budget must be at least 1 byte, not {}", budget_bytes));
+  }
+  budget_bytes_ = budget_bytes;
+  MakeContext();
+  return absl::OkStatus();
 }
 
 absl::Status PlanningSession::BuildGraphFileStep() {
@@ -152,11 +165,12 @@ absl::Status PlanningSession::CheckOneOrder(std::string_view what) const {
       what));
 }
 
-std::string PlanningSession::Describe() const {
+std::string PlanningSession::Describe(bool with_budget) const {
   const bool graph_file = !request_.workload.graph.empty();
-  return fmt::format("{}{} on {}{}, budget {}", DescribeWorkload(request_.workload),
+  return fmt::format("{}{} on {}{}{}", DescribeWorkload(request_.workload),
                      graph_file ? "" : fmt::format(" ({})", request_.optimizer), profile_.name,
-                     request_.host_link ? "" : " without a host link", FormatBytes(budget_bytes_));
+                     request_.host_link ? "" : " without a host link",
+                     with_budget ? fmt::format(", budget {}", FormatBytes(budget_bytes_)) : "");
 }
 
 const planner::PlanResult* Comparison::Find(std::string_view policy) const {

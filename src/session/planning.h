@@ -81,16 +81,22 @@ class PlanningSession {
   // a bound covers the plans of the context's order only.
   absl::Status CheckOneOrder(std::string_view what) const;
 
+  // Plans from now on for another budget (bytes, at least 1): the same
+  // workload, profile and cost model, a new planning context.
+  absl::Status SetBudget(int64_t budget_bytes);
+
   const PlanningRequest& request() const { return request_; }
   const analysis::HardwareProfile& profile() const { return profile_; }
   int64_t budget_bytes() const { return budget_bytes_; }
   const autodiff::TrainingGraph& training() const { return training_; }
   const planner::PlanningContext& context() const { return *context_; }
-  // "resnet50, batch 1, 8000x8000 (sgd) on v100-16g-nvlink2, budget 15.3 GiB".
-  std::string Describe() const;
+  // "resnet50, batch 1, 8000x8000 (sgd) on v100-16g-nvlink2, budget 15.3 GiB";
+  // without the budget, where several are planned.
+  std::string Describe(bool with_budget = true) const;
 
  private:
   PlanningSession(PlanningRequest request, PlanningObserver* observer);
+  void MakeContext();  // for budget_bytes_
   absl::Status BuildModelStep();
   absl::Status BuildGraphFileStep();
   absl::Status UseCostsFile();

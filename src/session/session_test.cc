@@ -3,13 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "fmt/format.h"
 #include "session/forward.h"
 #include "session/planning.h"
+#include "session/sweep.h"
 #include "session/training.h"
 #include "session/workload.h"
+#include "support/units.h"
 
 namespace spillway::session {
 namespace {
@@ -87,6 +91,109 @@ TEST(PlanningSession, PlansAndDescribesItsWorkload) {
   EXPECT_DOUBLE_EQ(json["step_time_s"].get<double>(), hybrid.best.step_time_s());
   EXPECT_DOUBLE_EQ(json["overhead"].get<double>(),
                    hybrid.best.step_time_s() / none.best.step_time_s() - 1.0);
+}
+
+// ResNet-18 at 96x96, batch 8, on the H200's PCIe link: every policy has
+// something to do below its `none` arena.
+PlanningRequest SweptResNet() {
+  PlanningRequest request;
+  request.workload.model = "resnet18";
+  request.workload.image = 96;
+  request.workload.batch = 8;
+  request.workload.given.push_back({"height", "--image"});
+  request.workload.given.push_back({"batch", "--batch"});
+  request.hardware = "h200-141g-pcie5";
+  return request;
+}
+
+TEST(Sweep, HybridsStepNeverRisesWithTheBudget) {
+  Recorder recorder;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
+                       PlanningSession::Create(SweptResNet(), &recorder));
+  ASSERT_OK_AND_ASSIGN(const planner::PlanResult none, session->Run("none"));
+  ASSERT_OK_AND_ASSIGN(std::vector<int64_t> budgets,
+                       SpacedBudgets(none.best.arena_bytes(), 0.3, 1.0, 8));
+  ASSERT_EQ(budgets.size(), 8u);
+  std::reverse(budgets.begin(), budgets.end());  // planned smallest first all the same
+  ASSERT_OK_AND_ASSIGN(const Sweep sweep, RunSweep(*session, "hybrid", budgets));
+  ASSERT_EQ(sweep.points.size(), 8u);
+  EXPECT_EQ(sweep.none.best.step_time_s(), none.best.step_time_s());
+  EXPECT_EQ(recorder.events.back(), "end");
+  EXPECT_THAT(recorder.events, ::testing::Contains(fmt::format("begin hybrid at {} (8/8)",
+                                                               FormatBytes(budgets.front()))));
+  const SweepPoint* feasible_below = nullptr;
+  for (const SweepPoint& point : sweep.points) {
+    SCOPED_TRACE(point.budget_bytes);
+    const planner::PlanResult& result = point.result;
+    if (feasible_below != nullptr) {
+      EXPECT_GT(point.budget_bytes, feasible_below->budget_bytes);
+      EXPECT_TRUE(result.feasible) << "a smaller budget had a plan";
+      EXPECT_LE(result.best.step_time_s(), feasible_below->result.best.step_time_s());
+    }
+    if (!result.feasible) continue;
+    EXPECT_LE(result.best.arena_bytes(), point.budget_bytes);
+    if (point.carried_from_bytes >= 0) {
+      // Made at a smaller budget, and laid out there.
+      EXPECT_LT(point.carried_from_bytes, point.budget_bytes);
+      EXPECT_LE(result.best.arena_bytes(), point.carried_from_bytes);
+    }
+    feasible_below = &point;
+  }
+  ASSERT_NE(feasible_below, nullptr);
+  EXPECT_EQ(sweep.points.back().budget_bytes, none.best.arena_bytes());
+  EXPECT_EQ(sweep.points.back().result.best.step_time_s(), none.best.step_time_s());
+
+  const nlohmann::json json = SweepToJson(*session, sweep);
+  EXPECT_EQ(json["policy"], "hybrid");
+  EXPECT_EQ(json["none_arena_bytes"], none.best.arena_bytes());
+  ASSERT_EQ(json["points"].size(), 8u);
+  EXPECT_EQ(json["points"][7]["budget_bytes"], none.best.arena_bytes());
+  EXPECT_DOUBLE_EQ(json["points"][7]["share_of_none_arena"].get<double>(), 1.0);
+  EXPECT_EQ(json["workload"], "resnet18, batch 8, 96x96 (sgd) on h200-141g-pcie5");
+}
+
+TEST(Sweep, OtherPoliciesArePlannedAtEachBudgetAsPlanWouldPlanThem) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
+                       PlanningSession::Create(SweptResNet()));
+  ASSERT_OK_AND_ASSIGN(const planner::PlanResult none, session->Run("none"));
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> budgets,
+                       SpacedBudgets(none.best.arena_bytes(), 0.5, 0.9, 3));
+  ASSERT_OK_AND_ASSIGN(const Sweep sweep, RunSweep(*session, "swap", budgets));
+  ASSERT_EQ(sweep.points.size(), budgets.size());
+  for (size_t i = 0; i < budgets.size(); ++i) {
+    PlanningRequest alone = SweptResNet();
+    alone.budget = std::to_string(budgets[i]);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> single, PlanningSession::Create(alone));
+    ASSERT_OK_AND_ASSIGN(const planner::PlanResult swap, single->Run("swap"));
+    EXPECT_EQ(sweep.points[i].budget_bytes, budgets[i]);
+    EXPECT_EQ(sweep.points[i].carried_from_bytes, -1);
+    EXPECT_EQ(sweep.points[i].result.feasible, swap.feasible);
+    EXPECT_EQ(sweep.points[i].result.best.step_time_s(), swap.best.step_time_s());
+    EXPECT_EQ(sweep.points[i].result.best.arena_bytes(), swap.best.arena_bytes());
+  }
+}
+
+TEST(Sweep, RefusesBudgetsItCannotPlan) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlanningSession> session,
+                       PlanningSession::Create(SweptResNet()));
+  EXPECT_EQ(RunSweep(*session, "hybrid", {}).status().message(),
+            "a sweep needs at least one budget");
+  EXPECT_EQ(RunSweep(*session, "hybrid", {1024, 0}).status().message(),
+            "a budget must be at least 1 byte, not 0");
+  EXPECT_EQ(RunSweep(*session, "hybrid", {2048, 1024, 2048}).status().message(),
+            "the sweep has the budget 2.00 KiB twice");
+  EXPECT_THAT(RunSweep(*session, "greedy", {1024}).status().message(), HasSubstr("greedy"));
+  EXPECT_THAT(SpacedBudgets(1000, 0.5, 0.4, 3).status().message(), HasSubstr("0 < from <= to"));
+  EXPECT_THAT(SpacedBudgets(1000, 0, 0.4, 3).status().message(), HasSubstr("0 < from <= to"));
+  EXPECT_THAT(SpacedBudgets(1000, 0.5, 1.5, 3).status().message(), HasSubstr("0 < from <= to"));
+  EXPECT_THAT(SpacedBudgets(1000, 0.4, 0.5, 1).status().message(), HasSubstr("at least 2"));
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> one, SpacedBudgets(1000, 0.5, 0.5, 1));
+  EXPECT_EQ(one, std::vector<int64_t>{500});
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> spaced, SpacedBudgets(1000, 0.2, 1.0, 5));
+  EXPECT_EQ(spaced, (std::vector<int64_t>{200, 400, 600, 800, 1000}));
+  // Shares closer than a byte: each budget once.
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> tiny, SpacedBudgets(3, 0.5, 1.0, 5));
+  EXPECT_EQ(tiny, (std::vector<int64_t>{1, 2, 3}));
 }
 
 TEST(PlanningSession, AnInterruptedPolicyFailsAsCancelled) {

@@ -1,0 +1,65 @@
+// A budget sweep: one policy planned at several budgets of one workload, the
+// smallest budget first (`spillway sweep`). It answers what a step costs with
+// each amount of memory, and how much memory a step within some overhead
+// needs.
+//
+// For hybrid the sweep is monotone by construction: every budget's portfolio
+// also starts from the plan made for the budget below it (a plan that fits a
+// budget fits every larger one), and the point keeps that plan, as it was
+// laid out there, wherever no plan made at its own budget is faster. So
+// hybrid's step never rises as the budget grows along a sweep, which
+// independent `plan` runs do not promise: the refinement is a local search,
+// and with more memory it can end in a worse local optimum (docs/planner.md,
+// "Budget sweeps"). The other policies are planned at each budget as they
+// are, so that a sweep shows them as `plan` would.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "planner/planner.h"
+#include "session/planning.h"
+
+namespace spillway::session {
+
+struct SweepPoint {
+  int64_t budget_bytes = 0;
+  planner::PlanResult result;
+  // hybrid: the smaller budget at which the point's plan was made, where no
+  // plan made at this budget was faster; -1 where the plan is this budget's.
+  int64_t carried_from_bytes = -1;
+};
+
+struct Sweep {
+  std::string policy;
+  planner::PlanResult none;        // the step every overhead is measured against
+  std::vector<SweepPoint> points;  // the budgets in increasing order
+};
+
+// `points` budgets evenly spaced from `from` to `to` (shares of `arena_bytes`,
+// 0 < from <= to <= 1; `points` >= 1, and 1 only where from == to), each
+// rounded down to a byte and at least 1.
+absl::StatusOr<std::vector<int64_t>> SpacedBudgets(int64_t arena_bytes, double from, double to,
+                                                   int points);
+
+// Plans `policy` (a registry name) at each of `budgets` (distinct, at least 1
+// byte; planned in increasing order whatever their order here) on the
+// session's workload. `none` is planned first, at the session's budget as it
+// is when called: the backward order the planner chooses, and so the arena
+// none needs, can depend on the budget, and the shares a sweep reports are
+// of none's arena there (`spillway sweep` calls it at the profile's memory,
+// where the budgets were chosen). The session is left at the largest budget.
+// Its observer sees each budget's planning as "hybrid at 12.0 GiB (3/8)".
+absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy,
+                               std::vector<int64_t> budgets);
+
+// The sweep as `spillway sweep --json` prints it: the workload, none's plan,
+// and one PlanResultToJson object per budget, with `carried_from_bytes`
+// where the plan was made at a smaller budget.
+nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep);
+
+}  // namespace spillway::session
