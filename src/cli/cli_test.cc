@@ -244,6 +244,35 @@ TEST(Cli, EachBackwardOrderSaysWhichOrdersPlanHybridKeptAndRefusesABound) {
   }
 }
 
+TEST(Cli, SweepPlansEachBudgetAndHybridsStepNeverRises) {
+  const std::string workload = "--model resnet18 --image 96 --batch 8 --hardware h200-141g-pcie5";
+  const CommandResult run = Spillway("sweep " + workload + " --points 4 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const nlohmann::json sweep = nlohmann::json::parse(run.out);
+  EXPECT_EQ(sweep["policy"], "hybrid");
+  const nlohmann::json& points = sweep["points"];
+  ASSERT_EQ(points.size(), 4u);
+  const double shares[] = {0.3, 0.3 + 0.7 / 3, 0.3 + 1.4 / 3, 1.0};
+  double previous_step = INFINITY;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const nlohmann::json& point = points[i];
+    EXPECT_NEAR(point["share_of_none_arena"].get<double>(), shares[i], 1e-6);
+    if (!point["feasible"].get<bool>()) continue;
+    EXPECT_LE(point["arena_bytes"].get<int64_t>(), point["budget_bytes"].get<int64_t>());
+    EXPECT_LE(point["step_time_s"].get<double>(), previous_step);
+    previous_step = point["step_time_s"].get<double>();
+  }
+  EXPECT_EQ(points[3]["overhead"].get<double>(), 0.0);
+
+  const CommandResult text = Spillway("sweep " + workload + " --budgets 60MiB,40MiB");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_THAT(text.out,
+              HasSubstr("Workload     resnet18, batch 8, 96x96 (sgd) on h200-141g-pcie5"));
+  EXPECT_THAT(text.out, HasSubstr("plan made at"));
+  // Smallest first, whatever the order given.
+  EXPECT_LT(text.out.find("40.0 MiB"), text.out.find("60.0 MiB"));
+}
+
 TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {
   const CommandResult run =
       Spillway("plan --model resnet18 --image 512 --budget 64MiB --policy swap");
@@ -868,39 +897,46 @@ TEST_P(CliBadInput, ExitsWithTwoAndOneLine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, CliBadInput,
-    ::testing::Values(BadInput{"inspect --model resnet51", "resnet51"},
-                      BadInput{"inspect --model resnet50 --batch 0", "batch"},
-                      BadInput{"inspect --model resnet50 --image -5",
-                               "--image must be a positive integer, got '-5'"},
-                      BadInput{"inspect --model vgg16 --image 16", "too small"},
-                      BadInput{"inspect --model resnet50 --image 8000 --batch 2000000000000",
-                               "64-bit"},
-                      BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
-                      BadInput{"inspect --model resnet50 --image lots", "lots"},
-                      BadInput{"inspect", "--model"},
-                      BadInput{"frobnicate", "unknown command 'frobnicate'"},
-                      BadInput{"hardware v100", "v100-16g-nvlink2, v100-16g-pcie3"},
-                      BadInput{"plan --model resnet18 --budget lots", "budget"},
-                      BadInput{"plan --model resnet18 --budget 150%", "budget"},
-                      BadInput{"plan --model resnet18 --policy greedy", "greedy"},
-                      BadInput{"compare --model resnet18 --hardware tpu", "tpu"},
-                      BadInput{"plan --model resnet18 --trace /nonexistent/dir/t.json",
-                               "/nonexistent/dir/t.json"},
-                      BadInput{"inspect --model resnet18 --onnx m.onnx", "exactly one of"},
-                      BadInput{"inspect --onnx /nonexistent/m.onnx", "/nonexistent/m.onnx"},
-                      BadInput{"inspect --onnx m.onnx --input-shape images", "NAME=DxDx"},
-                      BadInput{"inspect --model resnet18 --loss cross-entropy", "--onnx"},
-                      BadInput{"train --onnx m.onnx", "needs --loss cross-entropy"},
-                      BadInput{"plan --model resnet18 --solver-time-limit 5",
-                               "--solver-time-limit applies to --policy optimal only"},
-                      BadInput{"plan --model resnet18 --policy optimal --write-model m.txt",
-                               "name the file *.lp (LP form) or *.mps (MPS form)"},
-                      BadInput{"plan --model resnet18 --policy optimal --solver-time-limit 0",
-                               "--solver-time-limit"},
-                      BadInput{"compare --model resnet18 --solver-time-limit 5",
-                               "--solver-time-limit applies with --optimal only"},
-                      BadInput{"plan --model resnet152 --image 32 --policy optimal --budget 1GiB",
-                               "at most 400 and 4000"}));
+    ::testing::Values(
+        BadInput{"inspect --model resnet51", "resnet51"},
+        BadInput{"inspect --model resnet50 --batch 0", "batch"},
+        BadInput{"inspect --model resnet50 --image -5",
+                 "--image must be a positive integer, got '-5'"},
+        BadInput{"inspect --model vgg16 --image 16", "too small"},
+        BadInput{"inspect --model resnet50 --image 8000 --batch 2000000000000", "64-bit"},
+        BadInput{"inspect --model resnet50 --image 224 --height 100", "--image"},
+        BadInput{"inspect --model resnet50 --image lots", "lots"}, BadInput{"inspect", "--model"},
+        BadInput{"frobnicate", "unknown command 'frobnicate'"},
+        BadInput{"hardware v100", "v100-16g-nvlink2, v100-16g-pcie3"},
+        BadInput{"plan --model resnet18 --budget lots", "budget"},
+        BadInput{"plan --model resnet18 --budget 150%", "budget"},
+        BadInput{"plan --model resnet18 --policy greedy", "greedy"},
+        BadInput{"compare --model resnet18 --hardware tpu", "tpu"},
+        BadInput{"plan --model resnet18 --trace /nonexistent/dir/t.json",
+                 "/nonexistent/dir/t.json"},
+        BadInput{"inspect --model resnet18 --onnx m.onnx", "exactly one of"},
+        BadInput{"inspect --onnx /nonexistent/m.onnx", "/nonexistent/m.onnx"},
+        BadInput{"inspect --onnx m.onnx --input-shape images", "NAME=DxDx"},
+        BadInput{"inspect --model resnet18 --loss cross-entropy", "--onnx"},
+        BadInput{"train --onnx m.onnx", "needs --loss cross-entropy"},
+        BadInput{"plan --model resnet18 --solver-time-limit 5",
+                 "--solver-time-limit applies to --policy optimal only"},
+        BadInput{"plan --model resnet18 --policy optimal --write-model m.txt",
+                 "name the file *.lp (LP form) or *.mps (MPS form)"},
+        BadInput{"plan --model resnet18 --policy optimal --solver-time-limit 0",
+                 "--solver-time-limit"},
+        BadInput{"compare --model resnet18 --solver-time-limit 5",
+                 "--solver-time-limit applies with --optimal only"},
+        BadInput{"plan --model resnet152 --image 32 --policy optimal --budget 1GiB",
+                 "at most 400 and 4000"},
+        BadInput{"sweep --model resnet18 --from 120%", "--from '120%'"},
+        BadInput{"sweep --model resnet18 --from 50% --to 40%", "--from 50% is above --to 40%"},
+        BadInput{"sweep --model resnet18 --budgets 1GiB --points 3", "--points excludes --budgets"},
+        BadInput{"sweep --model resnet18 --points 1", "--points 1 needs --from and --to equal"},
+        BadInput{"sweep --model resnet18 --budgets lots", "--budgets 'lots'"},
+        BadInput{"sweep --model resnet18 --budgets 1GiB,1GiB",
+                 "the sweep has the budget 1.00 GiB twice"},
+        BadInput{"sweep --model resnet18 --policy optimal", "--policy"}));
 
 // `spillway forward` on the tiny ONNX model, with an NCHW input from a .npy
 // file, against the model computed here in ONNX's own order.

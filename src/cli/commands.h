@@ -17,6 +17,7 @@ CommandRunner AddInspectCommand(CLI::App& app);
 CommandRunner AddHardwareCommand(CLI::App& app);
 CommandRunner AddPlanCommand(CLI::App& app);
 CommandRunner AddCompareCommand(CLI::App& app);
+CommandRunner AddSweepCommand(CLI::App& app);
 CommandRunner AddTrainCommand(CLI::App& app);
 CommandRunner AddForwardCommand(CLI::App& app);
 CommandRunner AddExportCommand(CLI::App& app);

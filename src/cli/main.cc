@@ -139,9 +139,9 @@ int main(int argc, char** argv) {
   std::vector<spillway::cli::CommandRunner> commands = {
       spillway::cli::AddModelsCommand(app),   spillway::cli::AddInspectCommand(app),
       spillway::cli::AddHardwareCommand(app), spillway::cli::AddPlanCommand(app),
-      spillway::cli::AddCompareCommand(app),  spillway::cli::AddTrainCommand(app),
-      spillway::cli::AddForwardCommand(app),  spillway::cli::AddExportCommand(app),
-      spillway::cli::AddProfileCommand(app),
+      spillway::cli::AddCompareCommand(app),  spillway::cli::AddSweepCommand(app),
+      spillway::cli::AddTrainCommand(app),    spillway::cli::AddForwardCommand(app),
+      spillway::cli::AddExportCommand(app),   spillway::cli::AddProfileCommand(app),
   };
   if (RefuseUnknownCommand(app, argc, argv)) return kUsageError;
   try {

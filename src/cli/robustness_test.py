@@ -231,6 +231,20 @@ for command in ["plan", "compare"]:
 case("plan --model resnet18 --policy greedy", "greedy")
 case("plan --model resnet18 --policy ''", "--policy")
 
+# A sweep's budgets, shares and points (its other options are plan's).
+base = "sweep --model resnet18"
+for budget in ["lots", "150%", "0", "-5", "nan", "1e400", "0%", "GiB"]:
+    case(f"{base} --budgets {budget}", f"--budgets '{budget}'")
+case(f"{base} --budgets 1GiB,1GiB", "the sweep has the budget 1.00 GiB twice")
+for share in ["0%", "120%", "30", "nan%", "inf%", "-5%", "%", "lots"]:
+    case(f"{base} --from {share}", f"--from '{share}'")
+    case(f"{base} --to {share}", f"--to '{share}'")
+for value in ["0", "-1", "1001", "many"]:
+    case(f"{base} --points {value}", f"--points must be an integer from 1 to 1000, got '{value}'")
+case(f"{base} --from 60% --to 50%", "--from 60% is above --to 50%")
+case(f"{base} --budgets 1GiB --from 30%", "excludes")
+case(f"{base} --policy optimal", "--policy")
+
 # Hardware profiles: a file is checked like a built-in one.
 for name, expected in [
     ("missing", "no_such_file"),

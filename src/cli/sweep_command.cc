@@ -1,0 +1,166 @@
+// `spillway sweep`: one policy planned at several budgets of one workload,
+// as a table of step time and overhead against memory (session/sweep.h).
+#include <charconv>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/option_validators.h"
+#include "cli/plan_flags.h"
+#include "fmt/format.h"
+#include "fmt/ostream.h"
+#include "planner/planner.h"
+#include "session/sweep.h"
+#include "support/status_macros.h"
+#include "support/units.h"
+
+namespace spillway::cli {
+namespace {
+
+struct SweepFlags {
+  PlanFlags plan;
+  std::string from = "30%";
+  std::string to = "100%";
+  int points = 8;
+  std::vector<std::string> budgets;  // instead of from, to and points
+};
+
+// "30%" as 0.3: a share of none's arena, in (0%, 100%].
+absl::StatusOr<double> ParseShare(std::string_view flag, std::string_view text) {
+  double percent = 0;
+  if (text.ends_with('%')) {
+    const std::string_view number = text.substr(0, text.size() - 1);
+    const auto [end, error] =
+        std::from_chars(number.data(), number.data() + number.size(), percent);
+    if (error == std::errc() && end == number.data() + number.size() && percent > 0 &&
+        percent <= 100) {
+      return percent / 100;
+    }
+  }
+  return absl::InvalidArgumentError(fmt::format(
+      "{} '{}': a share of the arena none needs, above 0% and at most 100% (30%)", flag, text));
+}
+
+void PrintSweep(std::ostream& out, const session::PlanningSession& session,
+                const session::Sweep& sweep) {
+  const planner::PlanResult& none = sweep.none;
+  const double none_arena = static_cast<double>(none.best.arena_bytes());
+  fmt::print(out, "Workload     {}\n", session.Describe(/*with_budget=*/false));
+  fmt::print(out, "None         arena {}, step {:.4g} s\n", FormatBytes(none.best.arena_bytes()),
+             none.best.step_time_s());
+  fmt::print(out, "Policy       {}{}\n\n", sweep.policy,
+             sweep.policy == "hybrid"
+                 ? ": each budget also starts from the plan of the budget below, so the step "
+                   "never rises with the budget"
+                 : "");
+  fmt::print(out, "{:>10} {:>8} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}  {}\n", "budget", "of none",
+             "arena", "step (s)", "overhead", "to host", "recompute", "plan (s)", "plan made at");
+  for (const session::SweepPoint& point : sweep.points) {
+    const planner::PlanResult& result = point.result;
+    const std::string share =
+        fmt::format("{:.0f}%", 100 * static_cast<double>(point.budget_bytes) / none_arena);
+    if (!result.feasible) {
+      fmt::print(out, "{:>10} {:>8} infeasible: needs at least {}\n",
+                 FormatBytes(point.budget_bytes), share, FormatBytes(result.smallest_arena_bytes));
+      continue;
+    }
+    const sim::SimulationResult& s = result.best.simulation;
+    fmt::print(out, "{:>10} {:>8} {:>10} {:>10.4g} {:>9} {:>10} {:>10} {:>9.2f}  {}\n",
+               FormatBytes(point.budget_bytes), share, FormatBytes(result.best.arena_bytes()),
+               s.step_time_s, Percent(s.step_time_s / none.best.step_time_s() - 1.0),
+               FormatBytes(s.d2h_bytes), FormatCount(static_cast<double>(s.recompute_flops)) + "F",
+               result.planning_s,
+               point.carried_from_bytes >= 0 ? FormatBytes(point.carried_from_bytes)
+                                             : std::string("this budget"));
+  }
+}
+
+}  // namespace
+
+CommandRunner AddSweepCommand(CLI::App& app) {
+  CLI::App* command = app.add_subcommand(
+      "sweep",
+      "Plan one policy at several budgets and tabulate step time and overhead against memory");
+  auto flags = std::make_shared<SweepFlags>();
+  AddPlanFlags(*command, flags->plan, /*one_budget=*/false);
+  command
+      ->add_option("--policy", flags->plan.policy,
+                   "The planning policy (docs/planner.md says what each does)")
+      ->check(CLI::IsMember(planner::PolicyNames(/*with_exact=*/false)))
+      ->capture_default_str();
+  CLI::Option* from_option =
+      command
+          ->add_option("--from", flags->from,
+                       "The smallest budget, as a share of the arena none needs (what the step "
+                       "takes with every tensor kept)")
+          ->capture_default_str();
+  CLI::Option* to_option =
+      command->add_option("--to", flags->to, "The largest budget, the same way")
+          ->capture_default_str();
+  CLI::Option* points_option =
+      command
+          ->add_option("--points", flags->points,
+                       "Budgets from --from to --to, evenly spaced, both ends "
+                       "included")
+          ->check(Integer(1, 1000))
+          ->capture_default_str();
+  command
+      ->add_option("--budgets", flags->budgets,
+                   "The budgets instead, comma-separated: bytes (12GiB, 512MiB, 17179869184) or "
+                   "shares of the profile's memory (60%)")
+      ->delimiter(',')
+      ->check(NotEmpty())
+      ->excludes(from_option)
+      ->excludes(to_option)
+      ->excludes(points_option);
+  return [command, flags](std::ostream& out) -> absl::Status {
+    if (!command->parsed()) return absl::OkStatus();
+    RETURN_IF_ERROR(CheckGraphFileFlags(*command, flags->plan));
+    std::vector<int64_t> budgets;
+    double from = 0;
+    double to = 0;
+    if (flags->budgets.empty()) {
+      ASSIGN_OR_RETURN(from, ParseShare("--from", flags->from));
+      ASSIGN_OR_RETURN(to, ParseShare("--to", flags->to));
+      if (from > to) {
+        return absl::InvalidArgumentError(
+            fmt::format("--from {} is above --to {}", flags->from, flags->to));
+      }
+      if (flags->points == 1 && from != to) {
+        return absl::InvalidArgumentError(
+            "--points 1 needs --from and --to equal; give 2 or more points");
+      }
+    }
+    TerminalObserver observer;
+    ASSIGN_OR_RETURN(std::unique_ptr<session::PlanningSession> session,
+                     session::PlanningSession::Create(MakeRequest(flags->plan), &observer));
+    if (flags->budgets.empty()) {
+      ASSIGN_OR_RETURN(const planner::PlanResult none, session->Run("none"));
+      ASSIGN_OR_RETURN(budgets,
+                       session::SpacedBudgets(none.best.arena_bytes(), from, to, flags->points));
+    } else {
+      for (const std::string& text : flags->budgets) {
+        absl::StatusOr<int64_t> budget = planner::ParseBudget(text, session->profile());
+        if (!budget.ok()) {
+          return absl::InvalidArgumentError(
+              fmt::format("--budgets '{}': {}", text, StatusMessage(budget.status())));
+        }
+        budgets.push_back(*budget);
+      }
+    }
+    ASSIGN_OR_RETURN(const session::Sweep sweep,
+                     session::RunSweep(*session, flags->plan.policy, std::move(budgets)));
+    if (flags->plan.json) {
+      out << session::SweepToJson(*session, sweep).dump(2) << "\n";
+    } else {
+      PrintSweep(out, *session, sweep);
+    }
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace spillway::cli
