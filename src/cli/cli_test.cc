@@ -268,8 +268,15 @@ TEST(Cli, SweepPlansEachBudgetAndHybridsStepNeverRises) {
   }
   EXPECT_EQ(points[3]["overhead"].get<double>(), 0.0);
 
-  const CommandResult text = Spillway("sweep " + workload + " --budgets 90MiB,70MiB");
+  const std::string plot =
+      (std::filesystem::temp_directory_path() / fmt::format("sweep.{}.svg", getpid())).string();
+  const CommandResult text =
+      Spillway("sweep " + workload + " --budgets 90MiB,70MiB --plot " + plot);
   ASSERT_EQ(text.exit_code, 0) << text.out;
+  const std::string svg = ReadFile(plot);
+  std::filesystem::remove(plot);
+  EXPECT_TRUE(svg.starts_with("<svg ")) << svg.substr(0, 100);
+  EXPECT_THAT(svg, HasSubstr("2 of 2 budgets have a plan"));
   EXPECT_THAT(text.out,
               HasSubstr("Workload     resnet18, batch 16, 224x224 (sgd) on h200-141g-pcie5"));
   EXPECT_THAT(text.out, HasSubstr("plan made at"));

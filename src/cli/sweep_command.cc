@@ -15,6 +15,7 @@
 #include "fmt/ostream.h"
 #include "planner/planner.h"
 #include "session/sweep.h"
+#include "support/file_io.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -27,6 +28,7 @@ struct SweepFlags {
   std::string to = "100%";
   int points = 8;
   std::vector<std::string> budgets;  // instead of from, to and points
+  std::string plot_path;
 };
 
 // "30%" as 0.3: a share of none's arena, in (0%, 100%].
@@ -117,8 +119,14 @@ CommandRunner AddSweepCommand(CLI::App& app) {
       ->excludes(from_option)
       ->excludes(to_option)
       ->excludes(points_option);
+  command
+      ->add_option("--plot", flags->plot_path,
+                   "Write the overhead against the budget as an SVG plot")
+      ->check(NotEmpty());
   return [command, flags](std::ostream& out) -> absl::Status {
     if (!command->parsed()) return absl::OkStatus();
+    // Checked before planning, written at the end.
+    if (!flags->plot_path.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->plot_path, "plot"));
     RETURN_IF_ERROR(CheckGraphFileFlags(*command, flags->plan));
     std::vector<int64_t> budgets;
     double from = 0;
@@ -154,6 +162,11 @@ CommandRunner AddSweepCommand(CLI::App& app) {
     }
     ASSIGN_OR_RETURN(const session::Sweep sweep,
                      session::RunSweep(*session, flags->plan.policy, std::move(budgets)));
+    if (!flags->plot_path.empty()) {
+      OutputFiles files;
+      RETURN_IF_ERROR(files.Add(flags->plot_path, session::SweepPlot(*session, sweep), "plot"));
+      RETURN_IF_ERROR(files.Commit());
+    }
     if (flags->plan.json) {
       out << session::SweepToJson(*session, sweep).dump(2) << "\n";
     } else {

@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "planner/policies.h"
+#include "sim/sweep_plot.h"
 #include "support/status_macros.h"
 #include "support/units.h"
 
@@ -113,6 +114,20 @@ nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep) {
           {"none_arena_bytes", none_arena},
           {"none_step_time_s", sweep.none.best.step_time_s()},
           {"points", std::move(points)}};
+}
+
+std::string SweepPlot(const PlanningSession& session, const Sweep& sweep) {
+  std::vector<sim::SweepPlotPoint> points;
+  const double none_s = sweep.none.best.step_time_s();
+  for (const SweepPoint& point : sweep.points) {
+    points.push_back({.budget_bytes = point.budget_bytes,
+                      .feasible = point.result.feasible,
+                      .overhead = point.result.best.step_time_s() / none_s - 1.0,
+                      .carried = point.carried_from_bytes >= 0});
+  }
+  return sim::SweepPlotSvg(
+      std::move(points), sweep.none.best.arena_bytes(),
+      fmt::format("{}: {}", sweep.policy, session.Describe(/*with_budget=*/false)));
 }
 
 }  // namespace spillway::session

@@ -62,4 +62,9 @@ absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy
 // where the plan was made at a smaller budget.
 nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep);
 
+// The sweep as `spillway sweep --plot` draws it (sim/sweep_plot.h): the
+// overhead over none against the budget, titled with the policy and the
+// workload.
+std::string SweepPlot(const PlanningSession& session, const Sweep& sweep);
+
 }  // namespace spillway::session

@@ -9,129 +9,46 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "sim/svg_plot.h"
 #include "support/units.h"
 
 namespace spillway::sim {
 namespace {
 
-// Canvas and plot area, in SVG user units (pixels at 100%).
-constexpr double kWidth = 960;
-constexpr double kHeight = 540;
-// The plot's left edge leaves room for the memory axis's title (rotated, in
-// the first kAxisTitleBand pixels) and its longest tick label.
-constexpr double kMinLeft = 76;
-constexpr double kAxisTitleBand = 26;
-constexpr double kRight = kWidth - 24;
-constexpr double kTop = 84;
-constexpr double kBottom = kHeight - 52;
-constexpr double kPlotHeight = kBottom - kTop;
-
-// Text widths are estimated from the length (no font metrics without a
-// renderer): 0.6 em a character is generous for sans-serif digits and letters.
-constexpr double kCharWidth = 0.6;
-double TextWidth(std::string_view text, double font_size) {
-  return kCharWidth * font_size * static_cast<double>(text.size());
-}
+using svg::ByteUnit;
+using svg::Coordinate;
+using svg::Decimals;
+using svg::EscapeXml;
+using svg::kAxisTitleBand;
+using svg::kBottom;
+using svg::kGridColor;
+using svg::kHeight;
+using svg::kMinLeft;
+using svg::kPlotHeight;
+using svg::kRight;
+using svg::kTop;
+using svg::kWidth;
+using svg::Legend;
+using svg::NiceStep;
+using svg::Shorten;
+using svg::TextWidth;
+using svg::UnitFor;
 
 // Past a few points per pixel column the exact step path only adds bytes:
 // the renderer cannot show the detail, so the curve is reduced per column.
 constexpr int kColumns = static_cast<int>(kRight - kMinLeft);
 constexpr size_t kMaxExactPoints = 4 * static_cast<size_t>(kColumns);
 
-// `text` in at most `width` pixels at `font_size`: cut at a word if one ends
-// in the last third, and ended with an ellipsis.
-std::string Shorten(std::string_view text, double font_size, double width) {
-  const auto fits = static_cast<size_t>(width / (kCharWidth * font_size));
-  if (text.size() <= fits) return std::string(text);
-  if (fits <= 1) return "\u2026";
-  size_t cut = fits - 1;
-  const size_t space = text.rfind(' ', cut);
-  if (space != std::string_view::npos && space >= cut * 2 / 3) cut = space;
-  // Do not split a UTF-8 sequence.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  std::string out(text.substr(0, cut));
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out + "\u2026";
-}
-
 constexpr std::string_view kCurveColor = "#1f77b4";
 constexpr std::string_view kBudgetColor = "#d62728";
 constexpr std::string_view kArenaColor = "#7f7f7f";
 constexpr std::string_view kPeakColor = "#ff7f0e";
-constexpr std::string_view kGridColor = "#e6e6e6";
-
-std::string EscapeXml(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        // Control characters other than tab and newline are not allowed in
-        // XML 1.0 at all, not even as references.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
-          out += ' ';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-// 1, 2 or 5 times a power of ten, giving about `target` intervals over `range`.
-double NiceStep(double range, int target) {
-  if (!(range > 0)) return 1;
-  const double raw = range / target;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  const double fraction = raw / magnitude;
-  const double nice = fraction < 1.5 ? 1 : fraction < 3 ? 2 : fraction < 7 ? 5 : 10;
-  return nice * magnitude;
-}
-
-// Enough decimals that consecutive ticks of `step` read differently.
-int Decimals(double step) {
-  return std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
-}
 
 std::string FormatMillis(double seconds) {
   const double ms = seconds * 1e3;
   if (ms >= 100) return fmt::format("{:.0f} ms", ms);
   if (ms >= 1) return fmt::format("{:.1f} ms", ms);
   return fmt::format("{:.3f} ms", ms);
-}
-
-struct ByteUnit {
-  double bytes;
-  std::string_view name;
-};
-
-// The largest binary unit the data reaches, so ticks read "4 GiB", not "4096 MiB".
-ByteUnit UnitFor(double max_bytes) {
-  constexpr std::array<ByteUnit, 5> kUnits = {{{1.0, "B"},
-                                               {1024.0, "KiB"},
-                                               {1024.0 * 1024, "MiB"},
-                                               {1024.0 * 1024 * 1024, "GiB"},
-                                               {1024.0 * 1024 * 1024 * 1024, "TiB"}}};
-  ByteUnit unit = kUnits[0];
-  for (const ByteUnit& candidate : kUnits) {
-    if (max_bytes >= candidate.bytes) unit = candidate;
-  }
-  return unit;
 }
 
 // Both the exact path and the per-column one are drawn from a list of steps:
@@ -202,8 +119,6 @@ class Canvas {
   double top_bytes_;
 };
 
-std::string Coordinate(double value) { return fmt::format("{:.1f}", value); }
-
 std::string Polyline(const Canvas& canvas, const std::vector<MemoryPoint>& steps, double end_s) {
   std::string points;
   std::string last;
@@ -245,27 +160,6 @@ std::string HorizontalLine(const Canvas& canvas, std::string_view css_class, int
       Coordinate(label_right ? kRight - 4 : canvas.left() + 4),
       Coordinate(label_below ? y + 15 : y - 5), label_right ? "end" : "start", EscapeXml(label));
 }
-
-// A legend row above the plot. Widths are estimated from the text length (no
-// font metrics without a renderer); 7 px a character suits 12 px sans-serif.
-class Legend {
- public:
-  explicit Legend(double left) : x_(left) {}
-  void Add(std::string_view symbol_svg, std::string_view label) {
-    svg_ += fmt::format(
-        "<g transform=\"translate({},{})\">{}</g>\n<text class=\"legend\" x=\"{}\" "
-        "y=\"{}\">{}</text>\n",
-        Coordinate(x_), Coordinate(kY), symbol_svg, Coordinate(x_ + 26), Coordinate(kY + 4),
-        EscapeXml(label));
-    x_ += 26 + TextWidth(label, 12) + 24;
-  }
-  const std::string& svg() const { return svg_; }
-
- private:
-  static constexpr double kY = 64;
-  double x_;
-  std::string svg_;
-};
 
 }  // namespace
 

@@ -1,0 +1,143 @@
+// What the SVG plots (the memory plot, the budget sweep's plot) share: the
+// canvas, text that fits without font metrics, XML escaping, tick steps and
+// units, and the legend row. Internal to sim.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <string_view>
+
+#include "fmt/format.h"
+
+namespace spillway::sim::svg {
+
+// Canvas and plot area, in SVG user units (pixels at 100%).
+constexpr double kWidth = 960;
+constexpr double kHeight = 540;
+// The plot's left edge leaves room for the vertical axis's title (rotated, in
+// the first kAxisTitleBand pixels) and its longest tick label.
+constexpr double kMinLeft = 76;
+constexpr double kAxisTitleBand = 26;
+constexpr double kRight = kWidth - 24;
+constexpr double kTop = 84;
+constexpr double kBottom = kHeight - 52;
+constexpr double kPlotHeight = kBottom - kTop;
+
+// Text widths are estimated from the length (no font metrics without a
+// renderer): 0.6 em a character is generous for sans-serif digits and letters.
+constexpr double kCharWidth = 0.6;
+inline double TextWidth(std::string_view text, double font_size) {
+  return kCharWidth * font_size * static_cast<double>(text.size());
+}
+
+// `text` in at most `width` pixels at `font_size`: cut at a word if one ends
+// in the last third, and ended with an ellipsis.
+inline std::string Shorten(std::string_view text, double font_size, double width) {
+  const auto fits = static_cast<size_t>(width / (kCharWidth * font_size));
+  if (text.size() <= fits) return std::string(text);
+  if (fits <= 1) return "\u2026";
+  size_t cut = fits - 1;
+  const size_t space = text.rfind(' ', cut);
+  if (space != std::string_view::npos && space >= cut * 2 / 3) cut = space;
+  // Do not split a UTF-8 sequence.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  std::string out(text.substr(0, cut));
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out + "\u2026";
+}
+
+constexpr std::string_view kGridColor = "#e6e6e6";
+
+inline std::string EscapeXml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        // Control characters other than tab and newline are not allowed in
+        // XML 1.0 at all, not even as references.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
+          out += ' ';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// 1, 2 or 5 times a power of ten, giving about `target` intervals over `range`.
+inline double NiceStep(double range, int target) {
+  if (!(range > 0)) return 1;
+  const double raw = range / target;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double fraction = raw / magnitude;
+  const double nice = fraction < 1.5 ? 1 : fraction < 3 ? 2 : fraction < 7 ? 5 : 10;
+  return nice * magnitude;
+}
+
+// Enough decimals that consecutive ticks of `step` read differently.
+inline int Decimals(double step) {
+  return std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+}
+
+struct ByteUnit {
+  double bytes;
+  std::string_view name;
+};
+
+// The largest binary unit the data reaches, so ticks read "4 GiB", not "4096 MiB".
+inline ByteUnit UnitFor(double max_bytes) {
+  constexpr std::array<ByteUnit, 5> kUnits = {{{1.0, "B"},
+                                               {1024.0, "KiB"},
+                                               {1024.0 * 1024, "MiB"},
+                                               {1024.0 * 1024 * 1024, "GiB"},
+                                               {1024.0 * 1024 * 1024 * 1024, "TiB"}}};
+  ByteUnit unit = kUnits[0];
+  for (const ByteUnit& candidate : kUnits) {
+    if (max_bytes >= candidate.bytes) unit = candidate;
+  }
+  return unit;
+}
+
+inline std::string Coordinate(double value) { return fmt::format("{:.1f}", value); }
+
+// A legend row above the plot. Widths are estimated from the text length (no
+// font metrics without a renderer); 7 px a character suits 12 px sans-serif.
+class Legend {
+ public:
+  explicit Legend(double left) : x_(left) {}
+  void Add(std::string_view symbol_svg, std::string_view label) {
+    svg_ += fmt::format(
+        "<g transform=\"translate({},{})\">{}</g>\n<text class=\"legend\" x=\"{}\" "
+        "y=\"{}\">{}</text>\n",
+        Coordinate(x_), Coordinate(kY), symbol_svg, Coordinate(x_ + 26), Coordinate(kY + 4),
+        EscapeXml(label));
+    x_ += 26 + TextWidth(label, 12) + 24;
+  }
+  const std::string& svg() const { return svg_; }
+
+ private:
+  static constexpr double kY = 64;
+  double x_;
+  std::string svg_;
+};
+
+}  // namespace spillway::sim::svg

@@ -1,0 +1,210 @@
+#include "sim/sweep_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "fmt/format.h"
+#include "sim/svg_plot.h"
+#include "support/units.h"
+
+namespace spillway::sim {
+namespace {
+
+using svg::ByteUnit;
+using svg::Coordinate;
+using svg::Decimals;
+using svg::EscapeXml;
+using svg::kAxisTitleBand;
+using svg::kBottom;
+using svg::kGridColor;
+using svg::kHeight;
+using svg::kMinLeft;
+using svg::kPlotHeight;
+using svg::kRight;
+using svg::kTop;
+using svg::kWidth;
+using svg::Legend;
+using svg::NiceStep;
+using svg::Shorten;
+using svg::TextWidth;
+using svg::UnitFor;
+
+constexpr std::string_view kCurveColor = "#1f77b4";
+constexpr std::string_view kNoneColor = "#7f7f7f";
+constexpr std::string_view kInfeasibleColor = "#d62728";
+
+// "+4.2%", and +0.0% for a step a hair faster than the unconstrained one.
+std::string Percent(double fraction) {
+  const double tenths = std::round(1000.0 * fraction);
+  return fmt::format("{:+.1f}%", (tenths == 0 ? 0.0 : tenths) / 10);
+}
+
+// A cross centred on (x, y): a budget no plan fits.
+std::string Cross(double x, double y) {
+  return fmt::format(
+      "<path class=\"infeasible\" d=\"M{} {}L{} {}M{} {}L{} {}\" stroke=\"{}\" "
+      "stroke-width=\"2\"/>\n",
+      Coordinate(x - 4), Coordinate(y - 4), Coordinate(x + 4), Coordinate(y + 4), Coordinate(x - 4),
+      Coordinate(y + 4), Coordinate(x + 4), Coordinate(y - 4), kInfeasibleColor);
+}
+
+}  // namespace
+
+std::string SweepPlotSvg(std::vector<SweepPlotPoint> points, int64_t none_arena_bytes,
+                         std::string_view title) {
+  std::ranges::sort(points, {}, &SweepPlotPoint::budget_bytes);
+  int feasible = 0;
+  bool any_carried = false;
+  double x_max = std::max<double>(0, static_cast<double>(none_arena_bytes));
+  double y_max = 0.01;  // an axis up to +1% at least
+  for (const SweepPlotPoint& point : points) {
+    x_max = std::max(x_max, static_cast<double>(point.budget_bytes));
+    if (!point.feasible) continue;
+    ++feasible;
+    any_carried = any_carried || point.carried;
+    y_max = std::max(y_max, point.overhead);
+  }
+  if (!(x_max > 0)) x_max = 1024.0 * 1024;
+
+  // The budget axis from zero, so the shares read as lengths; headroom for
+  // the last label.
+  const ByteUnit x_unit = UnitFor(x_max);
+  const double x_step = NiceStep(x_max * 1.04 / x_unit.bytes, 8);
+  const double x_top = std::ceil(x_max * 1.04 / x_unit.bytes / x_step) * x_step;
+  const int x_decimals = Decimals(x_step);
+  // The overhead axis in percent, with headroom above the highest point.
+  const double y_step = NiceStep(y_max * 100 * 1.08, 6);
+  const double y_top = std::ceil(y_max * 100 * 1.08 / y_step) * y_step;
+  const int y_decimals = Decimals(y_step);
+  std::vector<std::pair<double, std::string>> y_ticks;
+  double widest_tick = 0;
+  for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
+    const double value = i * y_step;
+    y_ticks.emplace_back(value, fmt::format("+{:.{}f}%", value, y_decimals));
+    widest_tick = std::max(widest_tick, TextWidth(y_ticks.back().second, 12));
+  }
+  const double left = std::max(kMinLeft, kAxisTitleBand + 8 + widest_tick + 8);
+  const double plot_width = kRight - left;
+  auto x_of = [&](double bytes) {
+    return left + std::clamp(bytes / (x_top * x_unit.bytes), 0.0, 1.0) * plot_width;
+  };
+  auto y_of = [&](double overhead) {
+    return kBottom - std::clamp(overhead * 100 / y_top, 0.0, 1.0) * kPlotHeight;
+  };
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+      "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<title>{2}</title>\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{4}</text>\n",
+      kWidth, kHeight, EscapeXml(title), Coordinate(left),
+      // Bold glyphs are wider: 10% more room a character.
+      EscapeXml(Shorten(title, 18 * 1.1, kRight - left)));
+  std::string subtitle = fmt::format("{} of {} budgets have a plan", feasible, points.size());
+  if (const auto first = std::ranges::find_if(points, &SweepPlotPoint::feasible);
+      first != points.end()) {
+    subtitle +=
+        fmt::format("; at {}: {}", FormatBytes(first->budget_bytes), Percent(first->overhead));
+  }
+  if (none_arena_bytes > 0) {
+    subtitle +=
+        fmt::format("; with everything kept the step needs {}", FormatBytes(none_arena_bytes));
+  }
+  svg += fmt::format("<text class=\"subtitle\" x=\"{}\" y=\"46\" fill=\"#555\">{}</text>\n",
+                     Coordinate(left), EscapeXml(Shorten(subtitle, 12, kRight - left)));
+
+  // Grid and ticks first, so that the curve is drawn over them.
+  for (const auto& [value, label] : y_ticks) {
+    const double y = y_of(value / 100);
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>\n"
+        "<text class=\"ytick\" x=\"{4}\" y=\"{1}\" text-anchor=\"end\" "
+        "dominant-baseline=\"middle\">{5}</text>\n",
+        Coordinate(left), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(left - 8),
+        label);
+  }
+  for (int i = 0; i * x_step <= x_top * (1 + 1e-9); ++i) {
+    const double value = i * x_step;
+    const double x = x_of(value * x_unit.bytes);
+    svg += fmt::format(
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>\n"
+        "<text class=\"xtick\" x=\"{0}\" y=\"{4}\" text-anchor=\"middle\">{5:.{6}f}</text>\n",
+        Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kGridColor, Coordinate(kBottom + 18),
+        value, x_decimals);
+  }
+  svg += fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">budget ({})</text>\n"
+      "<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">"
+      "step over the unconstrained step</text>\n",
+      Coordinate(left + plot_width / 2), Coordinate(kBottom + 40), x_unit.name,
+      Coordinate(kTop + kPlotHeight / 2), Coordinate(kTop + kPlotHeight / 2));
+
+  Legend legend(left);
+  if (none_arena_bytes > 0) {
+    const double x = x_of(static_cast<double>(none_arena_bytes));
+    svg += fmt::format(
+        "<line class=\"none\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\" "
+        "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>\n",
+        Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kNoneColor);
+    legend.Add(fmt::format("<line x1=\"10\" y1=\"-6\" x2=\"10\" y2=\"6\" stroke=\"{}\" "
+                           "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>",
+                           kNoneColor),
+               fmt::format("everything kept: {}", FormatBytes(none_arena_bytes)));
+  }
+  if (feasible > 0) {
+    std::string line;
+    for (const SweepPlotPoint& point : points) {
+      if (!point.feasible) continue;
+      if (!line.empty()) line += ' ';
+      line += fmt::format("{},{}", Coordinate(x_of(static_cast<double>(point.budget_bytes))),
+                          Coordinate(y_of(point.overhead)));
+    }
+    svg += fmt::format(
+        "<polyline class=\"overhead\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" "
+        "stroke-linejoin=\"round\" points=\"{}\"/>\n",
+        kCurveColor, line);
+    for (const SweepPlotPoint& point : points) {
+      if (!point.feasible) continue;
+      // A plan made at a smaller budget: hollow.
+      svg += fmt::format(
+          "<circle class=\"{}\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" stroke=\"{}\" "
+          "stroke-width=\"1.5\"/>\n",
+          point.carried ? "carried" : "point",
+          Coordinate(x_of(static_cast<double>(point.budget_bytes))),
+          Coordinate(y_of(point.overhead)), point.carried ? "white" : kCurveColor, kCurveColor);
+    }
+    legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{0}\" stroke-width=\"1.5\"/>"
+                           "<circle cx=\"10\" cy=\"0\" r=\"4\" fill=\"{0}\"/>",
+                           kCurveColor),
+               "a plan");
+    if (any_carried) {
+      legend.Add(fmt::format("<circle cx=\"10\" cy=\"0\" r=\"4\" fill=\"white\" stroke=\"{}\" "
+                             "stroke-width=\"1.5\"/>",
+                             kCurveColor),
+                 "made at a smaller budget");
+    }
+  } else {
+    svg += fmt::format(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">no budget has a "
+        "plan</text>\n",
+        Coordinate(left + plot_width / 2), Coordinate(kTop + kPlotHeight / 2));
+  }
+  if (feasible < static_cast<int>(points.size())) {
+    for (const SweepPlotPoint& point : points) {
+      if (!point.feasible) svg += Cross(x_of(static_cast<double>(point.budget_bytes)), kBottom);
+    }
+    legend.Add(fmt::format("<path d=\"M6 -4L14 4M6 4L14 -4\" stroke=\"{}\" stroke-width=\"2\"/>",
+                           kInfeasibleColor),
+               "no plan fits");
+  }
+  svg += legend.svg();
+  svg += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n",
+      Coordinate(left), Coordinate(kTop), Coordinate(plot_width), Coordinate(kPlotHeight));
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace spillway::sim
