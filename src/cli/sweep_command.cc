@@ -56,7 +56,7 @@ void PrintSweep(std::ostream& out, const session::PlanningSession& session,
              none.best.step_time_s());
   fmt::print(out, "Policy       {}{}\n\n", sweep.policy,
              sweep.policy == "hybrid"
-                 ? ": each budget also starts from the plan of the budget below, so the step "
+                 ? ": each budget also refines the plan of the budget below, so the step "
                    "never rises with the budget"
                  : "");
   fmt::print(out, "{:>10} {:>8} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}  {}\n", "budget", "of none",

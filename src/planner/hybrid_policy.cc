@@ -167,13 +167,6 @@ class HybridPlanner {
     RETURN_IF_ERROR(recompute_starts.status());
     hit_time_limit_ = hit_time_limit_ || recompute_starts->hit_time_limit;
     for (Start& start : recompute_starts->starts) starts.push_back(std::move(start));
-    // Plans made elsewhere, in this order's schedule, laid out for this budget.
-    for (const HybridPolicy::Seed& seed : *seeds_) {
-      if (seed.evaluation.program.schedule != context_.schedule()) continue;
-      ASSIGN_OR_RETURN(Evaluation evaluated, context_.Evaluate(seed.evaluation.plan));
-      starts.push_back({seed.name, std::move(evaluated)});
-    }
-
     // Best first (stable: on a tie the earlier, evict first). Every start
     // that fits enters the race: which start refines best differs between
     // workloads (a tight budget on a slow link favours recomputation's plan,
@@ -218,6 +211,18 @@ class HybridPlanner {
       if (!Better(*kicked->current, result.best, context_.budget_bytes())) break;
       result.best = *std::move(kicked->current);
       result.start = std::move(kicked->start);
+    }
+    // Plans made elsewhere, last: what came before is the plan without them,
+    // which they can only improve on.
+    for (const HybridPolicy::Seed& seed : *seeds_) {
+      if (hit_time_limit_ || CapReached()) break;
+      ASSIGN_OR_RETURN(std::optional<Refinement> seeded, RefineSeed(seed, result));
+      if (!seeded) continue;
+      record(*seeded);
+      if (Better(*seeded->current, result.best, context_.budget_bytes())) {
+        result.best = *std::move(seeded->current);
+        result.start = std::move(seeded->start);
+      }
     }
     result.hit_time_limit = hit_time_limit_;
     return result;
@@ -266,11 +271,8 @@ class HybridPlanner {
   }
 
   // A kick: `result`'s best plan, tightened to TightTarget by eviction and
-  // refined; nullopt where that does not fit. The refinement races the best
-  // plan as the portfolio's refinements race each other (Race): in slices
-  // of candidates doubling from the race's first quota, and it stops once
-  // it is behind the best plan and gaining again what it gained in its last
-  // slice would not take it past; ahead, it runs until it converges.
+  // refined, racing the best plan (RaceTheBest); nullopt where that does not
+  // fit.
   absl::StatusOr<std::optional<Refinement>> Kick(const PlanResult& result) {
     if (options_.tight_eviction_share <= 0) return std::nullopt;
     ASSIGN_OR_RETURN(const bool fits, Load({result.start + ", tightened", result.best}));
@@ -280,6 +282,39 @@ class HybridPlanner {
     if (!context_.Fits(tightened)) return std::nullopt;
     active_.loaded_s = tightened.step_time_s();
     active_.current = std::move(tightened);
+    RETURN_IF_ERROR(RaceTheBest(result));
+    return std::move(active_);
+  }
+
+  // A seed (HybridPolicy::Seed) in this order's schedule, evaluated for this
+  // budget and refined, racing the best plan as a kick does; nullopt where it
+  // is another order's or does not fit. The refinement ends no worse than
+  // the seed as evaluated here, which it keeps where per-tensor decisions
+  // express it less well.
+  absl::StatusOr<std::optional<Refinement>> RefineSeed(const HybridPolicy::Seed& seed,
+                                                       const PlanResult& result) {
+    if (seed.evaluation.program.schedule != context_.schedule()) return std::nullopt;
+    ASSIGN_OR_RETURN(Evaluation evaluated, context_.Evaluate(seed.evaluation.plan));
+    if (!context_.Fits(evaluated)) return std::nullopt;
+    ASSIGN_OR_RETURN(const bool fits, Load({seed.name, evaluated}));
+    if (fits) {
+      RETURN_IF_ERROR(RaceTheBest(result));
+    } else {
+      active_.loaded_s = evaluated.step_time_s();
+      active_.done = true;
+    }
+    if (!active_.current || Better(evaluated, *active_.current, context_.budget_bytes())) {
+      active_.current = std::move(evaluated);
+    }
+    return std::move(active_);
+  }
+
+  // Refines the active refinement, racing `result`'s best plan as the
+  // portfolio's refinements race each other (Race): in slices of candidates
+  // doubling from the race's first quota; it stops once it is behind the
+  // best plan and gaining again what it gained in its last slice would not
+  // take it past, and runs until it converges while ahead.
+  absl::Status RaceTheBest(const PlanResult& result) {
     const double best_s = result.best.step_time_s();
     int quota = options_.race_first_quota;
     while (!active_.done && !hit_time_limit_) {
@@ -294,7 +329,7 @@ class HybridPlanner {
       }
       quota = NextQuota(quota);
     }
-    return std::move(active_);
+    return absl::OkStatus();
   }
 
   // Makes the active refinement a start's plan, as far as per-tensor

@@ -323,12 +323,14 @@ struct HybridOptions {
 class HybridPolicy final : public Policy {
  public:
   using Options = HybridOptions;
-  // A plan made elsewhere for the same training step, which the portfolio
-  // starts from as well, beside its own starts: a budget sweep passes the
-  // plan it made for the budget below (session/sweep.h), which fits this
-  // one. It is used in a backward order whose schedule is its Program's,
-  // evaluated there afresh (the arena is laid out for this budget), and
-  // named in the race and in PlanResult::start as `name`.
+  // A plan made elsewhere for the same training step: a budget sweep passes
+  // the plan it made for the budget below (session/sweep.h), which fits
+  // this one. After the race and the kicks, each seed is evaluated afresh
+  // (its arena laid out for this budget) and refined, racing the best plan
+  // as a kick does, and the result is the better of the two: never slower
+  // than the plan without seeds, nor than a seed as evaluated here. A seed
+  // is used in the backward order whose schedule is its Program's, and named
+  // in the race and in PlanResult::start as `name`.
   struct Seed {
     std::string name;
     Evaluation evaluation;

@@ -158,9 +158,9 @@ TEST(Portfolio, AnEvictionStartForATighterBudgetKeepsMoreMemoryFromSlowingThePla
 TEST(HybridSeed, APlanFromASmallerBudgetIsAStartAndTheResultIsNeverSlowerThanIt) {
   // The case above, without the evict-tight start: the larger budget plans
   // 1.7% slower than the smaller. Given the smaller budget's plan as a seed
-  // (a budget sweep does so), the larger budget plans at least as fast; a
-  // seed made in another backward order is left out, its fetch steps being
-  // another schedule's.
+  // (a budget sweep does so), the larger budget plans at least as fast, and
+  // what the run does without the seed is unchanged; a seed made in another
+  // backward order is left out, its fetch steps being another schedule's.
   const autodiff::TrainingGraph training = program::testing::TrainingModel("resnet18", 224, 16, 16);
   const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile("h200-141g-pcie5");
   const analysis::RooflineCostModel cost_model(profile);
@@ -187,10 +187,16 @@ TEST(HybridSeed, APlanFromASmallerBudgetIsAStartAndTheResultIsNeverSlowerThanIt)
 
   const PlanResult seeded = hybrid(larger, {{"the smaller budget's", at_smaller.best}}, order);
   EXPECT_LE(seeded.best.step_time_s(), at_smaller.best.step_time_s());
-  EXPECT_TRUE(std::ranges::any_of(seeded.race, [](const PlanResult::Refinement& r) {
-    return r.start == "the smaller budget's";
-  }));
   EXPECT_LE(seeded.best.arena_bytes(), larger);
+  // The seed is refined after everything the run does without it, which
+  // stays as it was.
+  ASSERT_EQ(seeded.race.size(), unseeded.race.size() + 1);
+  for (size_t i = 0; i < unseeded.race.size(); ++i) {
+    EXPECT_EQ(seeded.race[i].start, unseeded.race[i].start);
+    EXPECT_EQ(seeded.race[i].step_s, unseeded.race[i].step_s);
+    EXPECT_EQ(seeded.race[i].evaluations, unseeded.race[i].evaluations);
+  }
+  EXPECT_EQ(seeded.race.back().start, "the smaller budget's");
 
   const PlanResult other_order = hybrid(smaller, {}, program::BackwardOrder::kMemoryAware);
   ASSERT_NE(other_order.best.program.schedule, at_smaller.best.program.schedule);

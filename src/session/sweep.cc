@@ -89,8 +89,8 @@ absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy
     } else {
       ASSIGN_OR_RETURN(point.result, session.Run(policy, label));
     }
-    // The seed was laid out afresh for this budget; as laid out below, it may
-    // still be the faster (a tie keeps this budget's own plan).
+    // The seed was refined laid out afresh for this budget; as laid out
+    // below, it may still be the faster (a tie keeps this budget's own plan).
     if (seeded && planner::Better(below->result.best, point.result.best, budgets[i])) {
       Carry(*below, point);
     }

@@ -3,15 +3,17 @@
 // each amount of memory, and how much memory a step within some overhead
 // needs.
 //
-// For hybrid the sweep is monotone by construction: every budget's portfolio
-// also starts from the plan made for the budget below it (a plan that fits a
-// budget fits every larger one), and the point keeps that plan, as it was
-// laid out there, wherever no plan made at its own budget is faster. So
-// hybrid's step never rises as the budget grows along a sweep, which
-// independent `plan` runs do not promise: the refinement is a local search,
-// and with more memory it can end in a worse local optimum (docs/planner.md,
-// "Budget sweeps"). The other policies are planned at each budget as they
-// are, so that a sweep shows them as `plan` would.
+// For hybrid the sweep is monotone by construction: every budget is given
+// the plan made for the budget below it as a seed (HybridPolicy::Seed: a
+// plan that fits a budget fits every larger one), refined after everything
+// the planner does without it, and the point keeps that plan, as it was laid
+// out there, wherever no plan made at its own budget is faster. So hybrid's
+// step never rises as the budget grows along a sweep, which independent
+// `plan` runs do not promise (the refinement is a local search, and with
+// more memory it can end in a worse local optimum), and no budget plans
+// slower than `plan` alone would plan it (docs/planner.md, "Budget
+// sweeps"). The other policies are planned at each budget as they are, so
+// that a sweep shows them as `plan` would.
 #pragma once
 
 #include <cstdint>
