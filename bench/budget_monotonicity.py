@@ -3,11 +3,14 @@
 
 More memory should never give a slower plan. For four small workloads on a
 fine grid of budgets (25, from 35% to 100% of the `none` arena), runs
-`spillway plan --policy hybrid --json` and counts the budgets at which
-`hybrid`'s plan is slower than its plan at some smaller budget, and by how
-much. `--baseline` runs a second binary (another planner) on the same grid
-beside it. Standard library only; the step times are the simulator's
-predictions, so the figures do not depend on the machine.
+`spillway plan --policy hybrid --json` at each budget alone and counts the
+budgets at which `hybrid`'s plan is slower than its plan at some smaller
+budget, and by how much; then `spillway sweep --budgets ... --json` on the
+same grid, where each budget starts from the plan of the one below (none
+may be slower, by construction), and counts the budgets it plans faster
+than the runs alone. `--baseline` runs a second binary (another planner)
+one budget at a time beside it. Standard library only; the step times are
+the simulator's predictions, so the figures do not depend on the machine.
 
   bench/budget_monotonicity.py [--binary build/release/src/cli/spillway]
                                [--baseline OTHER_BINARY] [--print]
@@ -46,14 +49,31 @@ def plan(binary, workload, policy, budget):
     return json.loads(out.stdout)
 
 
-def sweep(binary, workload):
-    """(budgets that fit, [(budget, excess over the best smaller budget's)], mean step)."""
+def budgets(binary, workload):
     none_arena = plan(binary, workload, "none", 2**40)["arena_bytes"]
+    return [int(none_arena * (0.35 + 0.65 * k / (POINTS - 1))) for k in range(POINTS)]
+
+
+def alone(binary, workload):
+    """`hybrid`'s plan at each budget of the grid, planned alone: {budget: result}."""
+    return {budget: plan(binary, workload, "hybrid", budget)
+            for budget in budgets(binary, workload)}
+
+
+def swept(binary, workload):
+    """The same, from one `spillway sweep` over the grid."""
+    out = subprocess.run([binary, "sweep", *workload, "--budgets",
+                          ",".join(map(str, budgets(binary, workload))), "--json"],
+                         check=True, capture_output=True, text=True)
+    return {point["budget_bytes"]: point for point in json.loads(out.stdout)["points"]}
+
+
+def monotonicity(results):
+    """(budgets that fit, [(budget, excess over the best smaller budget's)], mean step)."""
     fastest = None  # the fastest plan at a smaller budget
     steps, slower = [], []
-    for k in range(POINTS):
-        budget = int(none_arena * (0.35 + 0.65 * k / (POINTS - 1)))
-        result = plan(binary, workload, "hybrid", budget)
+    for budget in sorted(results):
+        result = results[budget]
         if not result["feasible"]:
             continue
         step = result["step_time_s"]
@@ -83,12 +103,34 @@ def main():
               "largest excess", "mean step"]
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     totals = {name: 0 for name, _ in binaries}
+    totals["sweep"] = 0
+    gains = []  # per budget where the sweep is faster than alone: by how much
+    losses = []  # and where it is slower
+    compared = 0
     for title, workload in WORKLOADS:
         for name, binary in binaries:
-            result = sweep(binary, workload)
+            results = alone(binary, workload)
+            result = monotonicity(results)
             totals[name] += len(result[1])
-            lines.append("| " + " | ".join([title, name, *cells(result)]) + " |")
+            lines.append("| " + " | ".join([title, name + ", one budget at a time",
+                                            *cells(result)]) + " |")
             print(lines[-1], file=sys.stderr)
+        swept_results = swept(options.binary, workload)
+        result = monotonicity(swept_results)
+        totals["sweep"] += len(result[1])
+        lines.append("| " + " | ".join([title, "this planner, in a sweep", *cells(result)]) + " |")
+        print(lines[-1], file=sys.stderr)
+        # `results` is this planner's, the last of `binaries`, planned alone.
+        for budget, point in swept_results.items():
+            by_itself = results[budget]
+            if not point["feasible"] or not by_itself["feasible"]:
+                continue
+            compared += 1
+            ratio = point["step_time_s"] / by_itself["step_time_s"]
+            if ratio < 1 - 1e-9:
+                gains.append(1 - ratio)
+            elif ratio > 1 + 1e-9:
+                losses.append(ratio - 1)
     today = datetime.date.today().isoformat()
     summary = ", ".join(f"{name} {count}" for name, count in totals.items())
     section = "\n".join([
@@ -101,7 +143,13 @@ def main():
         "",
         "\n".join(lines),
         "",
-        f"Budgets slower than a smaller budget, over the {len(WORKLOADS)} workloads: {summary}.",
+        f"Budgets slower than a smaller budget, over the {len(WORKLOADS)} workloads: {summary}. "
+        f"Of the {compared} budgets where both fit, the sweep planned {len(gains)} faster than "
+        "the run at that budget alone"
+        + (f" (by {100 * min(gains):.2f}% to {100 * max(gains):.2f}%, "
+           f"{100 * sum(gains) / len(gains):.2f}% on average)" if gains else "")
+        + f" and {len(losses)} slower"
+        + (f" (by at most {100 * max(losses):.2f}%)." if losses else "."),
         END,
     ])
     if options.print:
