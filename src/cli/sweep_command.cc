@@ -1,11 +1,9 @@
 // `spillway sweep`: one policy planned at several budgets of one workload,
 // as a table of step time and overhead against memory (session/sweep.h).
-#include <charconv>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "cli/commands.h"
@@ -24,28 +22,12 @@ namespace {
 
 struct SweepFlags {
   PlanFlags plan;
-  std::string from = "30%";
-  std::string to = "100%";
-  int points = 8;
+  std::string from = session::SweepBudgets().from;
+  std::string to = session::SweepBudgets().to;
+  int points = session::SweepBudgets().points;
   std::vector<std::string> budgets;  // instead of from, to and points
   std::string plot_path;
 };
-
-// "30%" as 0.3: a share of none's arena, in (0%, 100%].
-absl::StatusOr<double> ParseShare(std::string_view flag, std::string_view text) {
-  double percent = 0;
-  if (text.ends_with('%')) {
-    const std::string_view number = text.substr(0, text.size() - 1);
-    const auto [end, error] =
-        std::from_chars(number.data(), number.data() + number.size(), percent);
-    if (error == std::errc() && end == number.data() + number.size() && percent > 0 &&
-        percent <= 100) {
-      return percent / 100;
-    }
-  }
-  return absl::InvalidArgumentError(fmt::format(
-      "{} '{}': a share of the arena none needs, above 0% and at most 100% (30%)", flag, text));
-}
 
 void PrintSweep(std::ostream& out, const session::PlanningSession& session,
                 const session::Sweep& sweep) {
@@ -128,38 +110,14 @@ CommandRunner AddSweepCommand(CLI::App& app) {
     // Checked before planning, written at the end.
     if (!flags->plot_path.empty()) RETURN_IF_ERROR(CheckOutputPath(flags->plot_path, "plot"));
     RETURN_IF_ERROR(CheckGraphFileFlags(*command, flags->plan));
-    std::vector<int64_t> budgets;
-    double from = 0;
-    double to = 0;
-    if (flags->budgets.empty()) {
-      ASSIGN_OR_RETURN(from, ParseShare("--from", flags->from));
-      ASSIGN_OR_RETURN(to, ParseShare("--to", flags->to));
-      if (from > to) {
-        return absl::InvalidArgumentError(
-            fmt::format("--from {} is above --to {}", flags->from, flags->to));
-      }
-      if (flags->points == 1 && from != to) {
-        return absl::InvalidArgumentError(
-            "--points 1 needs --from and --to equal; give 2 or more points");
-      }
-    }
+    session::SweepBudgets wanted{
+        .sizes = flags->budgets, .from = flags->from, .to = flags->to, .points = flags->points};
+    // Before the session, which builds the step: a bad share is refused at once.
+    RETURN_IF_ERROR(session::CheckSweepBudgets(wanted));
     TerminalObserver observer;
     ASSIGN_OR_RETURN(std::unique_ptr<session::PlanningSession> session,
                      session::PlanningSession::Create(MakeRequest(flags->plan), &observer));
-    if (flags->budgets.empty()) {
-      ASSIGN_OR_RETURN(const planner::PlanResult none, session->Run("none"));
-      ASSIGN_OR_RETURN(budgets,
-                       session::SpacedBudgets(none.best.arena_bytes(), from, to, flags->points));
-    } else {
-      for (const std::string& text : flags->budgets) {
-        absl::StatusOr<int64_t> budget = planner::ParseBudget(text, session->profile());
-        if (!budget.ok()) {
-          return absl::InvalidArgumentError(
-              fmt::format("--budgets '{}': {}", text, StatusMessage(budget.status())));
-        }
-        budgets.push_back(*budget);
-      }
-    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> budgets, session::ResolveBudgets(*session, wanted));
     ASSIGN_OR_RETURN(const session::Sweep sweep,
                      session::RunSweep(*session, flags->plan.policy, std::move(budgets)));
     if (!flags->plot_path.empty()) {

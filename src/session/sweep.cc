@@ -1,7 +1,9 @@
 #include "session/sweep.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <system_error>
 #include <utility>
 
 #include "fmt/format.h"
@@ -35,6 +37,22 @@ absl::StatusOr<std::vector<int64_t>> SpacedBudgets(int64_t arena_bytes, double f
 
 namespace {
 
+// "30%" as 0.3: a share above 0% and at most 100%.
+absl::StatusOr<double> ParseShare(std::string_view flag, std::string_view text) {
+  double percent = 0;
+  if (text.ends_with('%')) {
+    const std::string_view number = text.substr(0, text.size() - 1);
+    const auto [end, error] =
+        std::from_chars(number.data(), number.data() + number.size(), percent);
+    if (error == std::errc() && end == number.data() + number.size() && percent > 0 &&
+        percent <= 100) {
+      return percent / 100;
+    }
+  }
+  return absl::InvalidArgumentError(fmt::format(
+      "{} '{}': a share of the arena none needs, above 0% and at most 100% (30%)", flag, text));
+}
+
 // The point's plan, replaced by `below`'s plan as it was laid out at its
 // budget: it fits this larger budget as it is. The counts and times stay
 // this budget's, which is what its planning did.
@@ -49,6 +67,46 @@ void Carry(const SweepPoint& below, SweepPoint& point) {
 }
 
 }  // namespace
+
+absl::Status CheckSweepBudgets(const SweepBudgets& budgets) {
+  if (!budgets.sizes.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const double from, ParseShare("--from", budgets.from));
+  ASSIGN_OR_RETURN(const double to, ParseShare("--to", budgets.to));
+  if (from > to) {
+    return absl::InvalidArgumentError(
+        fmt::format("--from {} is above --to {}", budgets.from, budgets.to));
+  }
+  if (budgets.points < 1 || budgets.points > 1000) {
+    return absl::InvalidArgumentError(
+        fmt::format("--points must be an integer from 1 to 1000, got '{}'", budgets.points));
+  }
+  if (budgets.points == 1 && from != to) {
+    return absl::InvalidArgumentError(
+        "--points 1 needs --from and --to equal; give 2 or more points");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> ResolveBudgets(PlanningSession& session,
+                                                    const SweepBudgets& budgets) {
+  RETURN_IF_ERROR(CheckSweepBudgets(budgets));
+  std::vector<int64_t> bytes;
+  if (budgets.sizes.empty()) {
+    ASSIGN_OR_RETURN(const planner::PlanResult none, session.Run("none"));
+    ASSIGN_OR_RETURN(const double from, ParseShare("--from", budgets.from));
+    ASSIGN_OR_RETURN(const double to, ParseShare("--to", budgets.to));
+    return SpacedBudgets(none.best.arena_bytes(), from, to, budgets.points);
+  }
+  for (const std::string& text : budgets.sizes) {
+    absl::StatusOr<int64_t> budget = planner::ParseBudget(text, session.profile());
+    if (!budget.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("--budgets '{}': {}", text, StatusMessage(budget.status())));
+    }
+    bytes.push_back(*budget);
+  }
+  return bytes;
+}
 
 absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy,
                                std::vector<int64_t> budgets) {

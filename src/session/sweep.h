@@ -42,6 +42,24 @@ struct Sweep {
   std::vector<SweepPoint> points;  // the budgets in increasing order
 };
 
+// The budgets of a sweep as the command line and the Python module take
+// them: sizes, or a number of budgets evenly spaced between two shares of the
+// arena `none` needs. Errors name the command line's flags.
+struct SweepBudgets {
+  // --budgets: bytes or shares of the profile's memory, as --budget takes
+  // them; when given, the rest is not used.
+  std::vector<std::string> sizes;
+  std::string from = "30%";  // --from
+  std::string to = "100%";   // --to
+  int points = 8;            // --points
+};
+// What can be checked before the workload is built: the shares and points.
+absl::Status CheckSweepBudgets(const SweepBudgets& budgets);
+// The budgets in bytes: the sizes, or the spaced shares of the arena `none`
+// needs at the session's budget (planned here).
+absl::StatusOr<std::vector<int64_t>> ResolveBudgets(PlanningSession& session,
+                                                    const SweepBudgets& budgets);
+
 // `points` budgets evenly spaced from `from` to `to` (shares of `arena_bytes`,
 // 0 < from <= to <= 1; `points` >= 1, and 1 only where from == to), each
 // rounded down to a byte and at least 1.
