@@ -4,7 +4,9 @@
 // reaches up to the arena of `none`,
 //   - `hybrid` fits whenever `swap`, `swap-lms`, `recompute` or `hybrid-seed`
 //     fits, and is never slower than any of them;
-//   - `hybrid`'s step time never grows when the budget does.
+//   - `hybrid`'s step time never grows when the budget does;
+//   - in a budget sweep, a budget that also refines the plan of the budget
+//     below (a seed) plans no slower than alone.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -80,6 +82,7 @@ TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
   for (const analysis::HardwareProfile& hardware : analysis::HardwarePresets()) {
     const std::string& preset = hardware.name;
     const analysis::HardwareProfile* profile = &hardware;
+    const analysis::RooflineCostModel cost_model(*profile);
     const int64_t none_arena = Plan("none", training.graph, *profile, INT64_MAX).best.arena_bytes();
     // The smallest arena any policy reaches: each reports it when nothing fits.
     int64_t floor = none_arena;
@@ -89,6 +92,7 @@ TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
     ASSERT_LT(floor, none_arena) << preset << ": nothing can be spilled or recomputed";
     double previous_step = 0;  // hybrid's, at the previous (smaller) budget
     bool previous_feasible = false;
+    std::optional<Evaluation> swept;  // a sweep's plan at the previous budget (session/sweep.h)
     for (int k = 0; k < 6; ++k) {
       const int64_t budget = floor + (none_arena - floor) * k / 5;
       SCOPED_TRACE(fmt::format("{} on {} at {} bytes ({}/5 of the way from {} to {})",
@@ -108,6 +112,21 @@ TEST_P(Portfolio, HybridIsNeverWorseThanABaselineAndNeverSlowerWithMoreMemory) {
         // orders (all kept, say) sums its step in another order.
         EXPECT_LE(hybrid.best.step_time_s(), previous_step * (1 + 1e-12))
             << "hybrid is slower than at the previous, smaller budget";
+      }
+      // In a sweep the budget also refines the previous budget's plan: never
+      // slower than alone, and the previous plan fits here as it is.
+      if (swept) {
+        PlanningContext context(training.graph, cost_model, *profile, {.budget_bytes = budget});
+        HybridPolicy seeded_policy({}, {{"the previous budget's", *swept}});
+        const absl::StatusOr<PlanResult> seeded = RunPolicy(seeded_policy, context);
+        ASSERT_TRUE(seeded.ok()) << StatusMessage(seeded.status());
+        EXPECT_TRUE(seeded->feasible) << "a sweep fitted a smaller budget";
+        EXPECT_LE(seeded->best.step_time_s(), hybrid.best.step_time_s())
+            << "a seed made the plan slower than alone";
+        EXPECT_LE(swept->arena_bytes(), budget);
+        if (Better(seeded->best, *swept, budget)) swept = seeded->best;
+      } else if (hybrid.feasible) {
+        swept = hybrid.best;
       }
       previous_feasible = hybrid.feasible;
       previous_step = hybrid.best.step_time_s();
