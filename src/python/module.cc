@@ -36,12 +36,14 @@
 #include "session/export.h"
 #include "session/option_flags.h"
 #include "session/planning.h"
+#include "session/sweep.h"
 #include "session/training.h"
 #include "session/workload.h"
 #include "sim/chrome_trace.h"
 #include "sim/memory_plot.h"
 #include "support/file_io.h"
 #include "support/status_macros.h"
+#include "support/units.h"
 #include "train/checkpoint.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -228,9 +230,14 @@ struct SharedSession {
 // One policy's plan, with what it is measured against.
 class PyPlanResult {
  public:
+  // `budget_bytes`: the budget it was planned for (a sweep's results share
+  // one session, which ends at the largest).
   PyPlanResult(std::shared_ptr<SharedSession> shared, planner::PlanResult result,
-               nlohmann::json json)
-      : shared_(std::move(shared)), result_(std::move(result)), json_(std::move(json)) {}
+               nlohmann::json json, int64_t budget_bytes)
+      : shared_(std::move(shared)),
+        result_(std::move(result)),
+        json_(std::move(json)),
+        budget_bytes_(budget_bytes) {}
 
   const nlohmann::json& json() const { return json_; }
   py::object Field(const std::string& name) const {
@@ -247,11 +254,10 @@ class PyPlanResult {
   }
   void WriteMemoryPlot(const std::string& path) const {
     RequireFeasible("memory plot");
-    Check(WriteFileAtomically(
-        path,
-        sim::MemoryPlotSvg(result_.best.simulation, shared_->session->budget_bytes(),
-                           result_.best.arena_bytes(), Title()),
-        "memory plot"));
+    Check(WriteFileAtomically(path,
+                              sim::MemoryPlotSvg(result_.best.simulation, budget_bytes_,
+                                                 result_.best.arena_bytes(), Title()),
+                              "memory plot"));
   }
   void WriteProgram(const std::string& path) const {
     RequireFeasible("Program");
@@ -290,11 +296,54 @@ class PyPlanResult {
     }
   }
   std::string Title() const {
-    return fmt::format("{}: {}", result_.policy, shared_->session->Describe());
+    return fmt::format("{}: {}, budget {}", result_.policy,
+                       shared_->session->Describe(/*with_budget=*/false),
+                       FormatBytes(budget_bytes_));
   }
 
   std::shared_ptr<SharedSession> shared_;
   planner::PlanResult result_;
+  nlohmann::json json_;
+  int64_t budget_bytes_;
+};
+
+// A policy at several budgets (session/sweep.h): its points as PlanResults,
+// its JSON and its plot.
+class PySweep {
+ public:
+  PySweep(std::shared_ptr<SharedSession> shared, session::Sweep sweep)
+      : shared_(std::move(shared)),
+        sweep_(std::move(sweep)),
+        json_(session::SweepToJson(*shared_->session, sweep_)) {}
+
+  py::object Field(const std::string& name) const {
+    if (name == "points" || !json_.contains(name)) {
+      throw py::attribute_error(fmt::format("Sweep has no field '{}'", name));
+    }
+    return JsonToPython(json_[name]);
+  }
+  std::vector<PyPlanResult> Points() const {
+    std::vector<PyPlanResult> points;
+    for (size_t i = 0; i < sweep_.points.size(); ++i) {
+      points.emplace_back(shared_, sweep_.points[i].result, json_["points"][i],
+                          sweep_.points[i].budget_bytes);
+    }
+    return points;
+  }
+  const nlohmann::json& json() const { return json_; }
+  void WritePlot(const std::string& path) const {
+    Check(WriteFileAtomically(path, session::SweepPlot(*shared_->session, sweep_), "plot"));
+  }
+  std::string Repr() const {
+    return fmt::format(
+        "<Sweep {}: {} budgets, {} with a plan>", sweep_.policy, sweep_.points.size(),
+        std::ranges::count_if(
+            sweep_.points, [](const session::SweepPoint& point) { return point.result.feasible; }));
+  }
+
+ private:
+  std::shared_ptr<SharedSession> shared_;
+  session::Sweep sweep_;
   nlohmann::json json_;
 };
 
@@ -388,7 +437,7 @@ PyPlanResult Plan(const PyWorkload& workload, const std::string& policy, bool bo
   planner::PlanResult planned = Unwrap(std::move(result));
   nlohmann::json json =
       session::PlanResultToJson(planned, unconstrained, nullptr, session.budget_bytes());
-  return PyPlanResult(shared, std::move(planned), std::move(json));
+  return PyPlanResult(shared, std::move(planned), std::move(json), session.budget_bytes());
 }
 
 std::vector<PyPlanResult> Compare(const PyWorkload& workload, bool optimal, bool bound,
@@ -407,9 +456,24 @@ std::vector<PyPlanResult> Compare(const PyWorkload& workload, bool optimal, bool
       session::ComparisonToJson(comparison, shared->session->budget_bytes());
   std::vector<PyPlanResult> results;
   for (size_t i = 0; i < comparison.results.size(); ++i) {
-    results.emplace_back(shared, std::move(comparison.results[i]), rows[i]);
+    results.emplace_back(shared, std::move(comparison.results[i]), rows[i],
+                         shared->session->budget_bytes());
   }
   return results;
+}
+
+PySweep Sweep(const PyWorkload& workload, const std::string& policy, session::SweepBudgets budgets,
+              const PlanningKeywords& keywords, bool progress) {
+  Check(session::CheckSweepBudgets(budgets));
+  std::shared_ptr<SharedSession> shared = OpenSession(workload, keywords, progress);
+  absl::StatusOr<session::Sweep> swept;
+  {
+    py::gil_scoped_release release;
+    absl::StatusOr<std::vector<int64_t>> bytes = session::ResolveBudgets(*shared->session, budgets);
+    swept = bytes.ok() ? session::RunSweep(*shared->session, policy, *std::move(bytes))
+                       : absl::StatusOr<session::Sweep>(bytes.status());
+  }
+  return PySweep(shared, Unwrap(std::move(swept)));
 }
 
 // ---- Training -------------------------------------------------------------
@@ -763,6 +827,17 @@ PYBIND11_MODULE(_spillway, m) {
            "Device bytes allocated over the step: (seconds, bytes) arrays, a step function.")
       .def("__repr__", &PyPlanResult::Repr);
 
+  py::class_<PySweep>(m, "Sweep",
+                      "A policy at several budgets: the fields of `spillway sweep --json` as "
+                      "attributes, its points as PlanResults, and its plot.")
+      .def("__getattr__", &PySweep::Field)
+      .def_property_readonly("points", &PySweep::Points,
+                             "One PlanResult per budget, the smallest first.")
+      .def("to_dict", [](const PySweep& s) { return JsonToPython(s.json()); })
+      .def("write_plot", &PySweep::WritePlot, py::arg("path"),
+           "Write the overhead against the budget as an SVG plot.")
+      .def("__repr__", &PySweep::Repr);
+
   py::class_<PyTraining>(m, "Training",
                          "A finished run: the fields of `spillway train --json` as attributes, "
                          "its losses, parameters and buffers as arrays.")
@@ -829,6 +904,48 @@ PYBIND11_MODULE(_spillway, m) {
       py::arg("plan_threads") = kPlannerDefaults.threads, py::arg("backward_order") = "auto",
       py::arg("fetch_once") = false, py::arg("progress") = true,
       "Every policy on one workload and budget, none first: `spillway compare`.");
+  m.def(
+      "sweep",
+      [planning_keywords](const PyWorkload& workload, const std::string& policy,
+                          const std::optional<std::vector<std::string>>& budgets,
+                          const std::optional<std::string>& from_share,
+                          const std::optional<std::string>& to_share,
+                          const std::optional<int>& points, const std::string& hardware,
+                          const std::string& optimizer, const std::string& math_mode, bool no_link,
+                          const std::optional<std::string>& costs, int max_evaluations,
+                          int refine_passes, double time_limit, int plan_threads,
+                          const std::string& backward_order, bool fetch_once, bool progress) {
+        session::SweepBudgets wanted;
+        if (budgets.has_value()) {
+          if (from_share || to_share || points) {
+            Raise(absl::InvalidArgumentError(
+                "give budgets, or from_share, to_share and points, not both"));
+          }
+          if (budgets->empty()) Raise(absl::InvalidArgumentError("budgets is empty"));
+          wanted.sizes = *budgets;
+        }
+        if (from_share) wanted.from = *from_share;
+        if (to_share) wanted.to = *to_share;
+        if (points) wanted.points = *points;
+        return Sweep(workload, policy, std::move(wanted),
+                     planning_keywords(hardware, std::nullopt, optimizer, math_mode, no_link, costs,
+                                       max_evaluations, refine_passes, time_limit, plan_threads,
+                                       backward_order, fetch_once),
+                     progress);
+      },
+      py::arg("workload"), py::kw_only(), py::arg("policy") = "hybrid",
+      py::arg("budgets") = py::none(), py::arg("from_share") = py::none(),
+      py::arg("to_share") = py::none(), py::arg("points") = py::none(),
+      py::arg("hardware") = "v100-16g-nvlink2", py::arg("optimizer") = "sgd",
+      py::arg("math_mode") = "fp32", py::arg("no_link") = false, py::arg("costs") = py::none(),
+      py::arg("max_evaluations") = kPlannerDefaults.max_evaluations,
+      py::arg("refine_passes") = kPlannerDefaults.max_refine_passes,
+      py::arg("time_limit") = kPlannerDefaults.time_limit_s,
+      py::arg("plan_threads") = kPlannerDefaults.threads, py::arg("backward_order") = "auto",
+      py::arg("fetch_once") = false, py::arg("progress") = true,
+      "One policy at several budgets, the smallest first: `spillway sweep`. budgets=['8GiB', "
+      "'12GiB'], or points budgets from from_share to to_share of the arena none needs "
+      "('30%' to '100%', 8 points by default).");
   m.def(
       "export",
       [](const PyWorkload& workload, const std::string& checkpoint, const std::string& out) {

@@ -107,6 +107,40 @@ def test_compare_gives_the_cli_rows():
     assert not no_link[0].feasible  # none needs more than the budget
 
 
+def test_sweep_gives_what_the_cli_gives(tmp_path):
+    # A narrow ResNet-18 on the H200: plans fit from about 55% of its `none` arena.
+    workload = dict(model="resnet18", image=224, batch=16, base_width=16)
+    flags = ["--model", "resnet18", "--image", "224", "--batch", "16", "--base-width", "16",
+             "--hardware", "h200-141g-pcie5"]
+    swept = spillway.sweep(spillway.Workload(**workload), hardware="h200-141g-pcie5",
+                           from_share="40%", points=4, progress=False)
+    expected = cli_json("sweep", *flags, "--from", "40%", "--points", "4")
+    mine = swept.to_dict()
+    assert mine["workload"] == expected["workload"] == swept.workload
+    assert [p["budget_bytes"] for p in mine["points"]] == \
+        [p["budget_bytes"] for p in expected["points"]]
+    assert [p["step_time_s"] for p in mine["points"]] == \
+        [p["step_time_s"] for p in expected["points"]]
+    points = swept.points
+    assert [p.feasible for p in points] == [False, True, True, True]
+    steps = [p.step_time_s for p in points if p.feasible]
+    assert steps == sorted(steps, reverse=True)
+    assert "Sweep hybrid: 4 budgets, 3 with a plan" in repr(swept)
+    # Each point's plot is drawn against its own budget.
+    points[1].write_memory_plot(str(tmp_path / "memory.svg"))
+    assert f"budget {points[1].budget_bytes / 2**20:.1f} MiB" in \
+        (tmp_path / "memory.svg").read_text()
+    swept.write_plot(str(tmp_path / "sweep.svg"))
+    assert "3 of 4 budgets have a plan" in (tmp_path / "sweep.svg").read_text()
+    by_size = spillway.sweep(spillway.Workload(**workload), hardware="h200-141g-pcie5",
+                             budgets=["90MiB", "70MiB"], progress=False)
+    assert [p.budget_bytes for p in by_size.points] == [70 * 2**20, 90 * 2**20]
+    with pytest.raises(spillway.Error, match="not both"):
+        spillway.sweep(spillway.Workload(**workload), budgets=["1GiB"], points=3)
+    with pytest.raises(spillway.Error, match="--from '120%'"):
+        spillway.sweep(spillway.Workload(**workload), from_share="120%")
+
+
 def test_writes_trace_plot_program_and_returns_the_memory_curve(tmp_path):
     result = spillway.plan(spillway.Workload(**SMALL), budget=PLAN_BUDGET, policy="swap",
                            progress=False)

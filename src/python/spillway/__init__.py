@@ -38,6 +38,7 @@ else:
 from ._spillway import (  # noqa: E402
     Error,
     PlanResult,
+    Sweep,
     Training,
     Workload,
     compare,
@@ -46,12 +47,14 @@ from ._spillway import (  # noqa: E402
     hardware_presets,
     models,
     plan,
+    sweep,
     train,
 )
 
 __all__ = [
     "Error",
     "PlanResult",
+    "Sweep",
     "Training",
     "WAIT_POLICY",
     "Workload",
@@ -61,5 +64,6 @@ __all__ = [
     "hardware_presets",
     "models",
     "plan",
+    "sweep",
     "train",
 ]

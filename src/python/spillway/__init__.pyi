@@ -67,6 +67,18 @@ class PlanResult:
     def write_program(self, path: str) -> None: ...
     def memory_curve(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]: ...
 
+class Sweep:
+    # The fields of `spillway sweep --json` (docs/planner.md), among them:
+    workload: str
+    policy: str
+    none_arena_bytes: int
+    none_step_time_s: float
+    @property
+    def points(self) -> list[PlanResult]: ...
+    def __getattr__(self, name: str) -> Any: ...
+    def to_dict(self) -> dict[str, Any]: ...
+    def write_plot(self, path: str) -> None: ...
+
 class Training:
     # The fields of `spillway train --json` (docs/training.md), among them:
     checksum: str
@@ -99,10 +111,11 @@ def plan(
     costs: str | None = None,
     bound: bool = False,
     max_evaluations: int = 0,
-    refine_passes: int = 2,
+    refine_passes: int = 3,
     time_limit: float = 300.0,
     plan_threads: int = 0,
-    backward_order: Literal["auto", "memory-aware", "topological"] = "auto",
+    backward_order: Literal["auto", "each", "memory-aware", "lookahead", "topological"] = "auto",
+    fetch_once: bool = False,
     progress: bool = True,
 ) -> PlanResult: ...
 def compare(
@@ -117,12 +130,35 @@ def compare(
     optimal: bool = False,
     bound: bool = False,
     max_evaluations: int = 0,
-    refine_passes: int = 2,
+    refine_passes: int = 3,
     time_limit: float = 300.0,
     plan_threads: int = 0,
-    backward_order: Literal["auto", "memory-aware", "topological"] = "auto",
+    backward_order: Literal["auto", "each", "memory-aware", "lookahead", "topological"] = "auto",
+    fetch_once: bool = False,
     progress: bool = True,
 ) -> list[PlanResult]: ...
+
+def sweep(
+    workload: Workload,
+    *,
+    policy: str = "hybrid",
+    budgets: Sequence[str] | None = None,
+    from_share: str | None = None,
+    to_share: str | None = None,
+    points: int | None = None,
+    hardware: str = "v100-16g-nvlink2",
+    optimizer: str = "sgd",
+    math_mode: str = "fp32",
+    no_link: bool = False,
+    costs: str | None = None,
+    max_evaluations: int = 0,
+    refine_passes: int = 3,
+    time_limit: float = 300.0,
+    plan_threads: int = 0,
+    backward_order: Literal["auto", "each", "memory-aware", "lookahead", "topological"] = "auto",
+    fetch_once: bool = False,
+    progress: bool = True,
+) -> Sweep: ...
 
 def export(workload: Workload, *, checkpoint: str, out: str) -> dict[str, int]: ...
 
@@ -146,9 +182,10 @@ def train(
     threads: int = 2,
     costs: str | None = None,
     max_evaluations: int = 0,
-    refine_passes: int = 2,
+    refine_passes: int = 3,
     time_limit: float = 300.0,
     plan_threads: int = 0,
-    backward_order: Literal["auto", "memory-aware", "topological"] = "auto",
+    backward_order: Literal["auto", "each", "memory-aware", "lookahead", "topological"] = "auto",
+    fetch_once: bool = False,
     progress: bool = False,
 ) -> Training: ...
