@@ -160,7 +160,8 @@ def profile(options, env, path):
     command = [options.binary, "profile", *WORKLOAD, "--threads", str(options.threads),
                "--out", path]
     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
-    return out.stdout.strip().splitlines()
+    # Paths as the repository knows them: the doc must not name this machine's folders.
+    return out.stdout.replace(f"{ROOT}/", "").strip().splitlines()
 
 
 def processor():
