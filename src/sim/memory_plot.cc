@@ -15,28 +15,9 @@
 namespace spillway::sim {
 namespace {
 
-using svg::ByteUnit;
-using svg::Coordinate;
-using svg::Decimals;
-using svg::EscapeXml;
-using svg::kAxisTitleBand;
-using svg::kBottom;
-using svg::kGridColor;
-using svg::kHeight;
-using svg::kMinLeft;
-using svg::kPlotHeight;
-using svg::kRight;
-using svg::kTop;
-using svg::kWidth;
-using svg::Legend;
-using svg::NiceStep;
-using svg::Shorten;
-using svg::TextWidth;
-using svg::UnitFor;
-
 // Past a few points per pixel column the exact step path only adds bytes:
 // the renderer cannot show the detail, so the curve is reduced per column.
-constexpr int kColumns = static_cast<int>(kRight - kMinLeft);
+constexpr int kColumns = static_cast<int>(svg::kRight - svg::kMinLeft);
 constexpr size_t kMaxExactPoints = 4 * static_cast<size_t>(kColumns);
 
 constexpr std::string_view kCurveColor = "#1f77b4";
@@ -107,10 +88,10 @@ class Canvas {
       : left_(left), end_s_(end_s), top_bytes_(top_bytes) {}
 
   double left() const { return left_; }
-  double width() const { return kRight - left_; }
+  double width() const { return svg::kRight - left_; }
   double X(double time_s) const { return left_ + std::clamp(time_s / end_s_, 0.0, 1.0) * width(); }
   double Y(double bytes) const {
-    return kBottom - std::clamp(bytes / top_bytes_, 0.0, 1.0) * kPlotHeight;
+    return svg::kBottom - std::clamp(bytes / top_bytes_, 0.0, 1.0) * svg::kPlotHeight;
   }
 
  private:
@@ -123,13 +104,13 @@ std::string Polyline(const Canvas& canvas, const std::vector<MemoryPoint>& steps
   std::string points;
   std::string last;
   auto add = [&](double x, double y) {
-    std::string point = fmt::format("{},{}", Coordinate(x), Coordinate(y));
+    std::string point = fmt::format("{},{}", svg::Coordinate(x), svg::Coordinate(y));
     if (point == last) return;
     if (!points.empty()) points += ' ';
     points += point;
     last = std::move(point);
   };
-  double level_y = kBottom;
+  double level_y = svg::kBottom;
   for (const MemoryPoint& step : steps) {
     const double x = canvas.X(step.time_s);
     add(x, level_y);
@@ -137,7 +118,7 @@ std::string Polyline(const Canvas& canvas, const std::vector<MemoryPoint>& steps
     add(x, level_y);
   }
   add(canvas.X(end_s), level_y);
-  add(canvas.X(end_s), kBottom);
+  add(canvas.X(end_s), svg::kBottom);
   // The fill closes the shape along the time axis; the stroke, being a
   // polyline, does not, so the axis is not drawn over in the curve's colour.
   return fmt::format(
@@ -156,9 +137,10 @@ std::string HorizontalLine(const Canvas& canvas, std::string_view css_class, int
       "<line class=\"{0}\" x1=\"{1}\" y1=\"{2}\" x2=\"{3}\" y2=\"{2}\" stroke=\"{4}\" "
       "stroke-width=\"1.5\" stroke-dasharray=\"{5}\"/>\n"
       "<text class=\"{0}-label\" x=\"{6}\" y=\"{7}\" fill=\"{4}\" text-anchor=\"{8}\">{9}</text>\n",
-      css_class, Coordinate(canvas.left()), Coordinate(y), Coordinate(kRight), color, dash,
-      Coordinate(label_right ? kRight - 4 : canvas.left() + 4),
-      Coordinate(label_below ? y + 15 : y - 5), label_right ? "end" : "start", EscapeXml(label));
+      css_class, svg::Coordinate(canvas.left()), svg::Coordinate(y), svg::Coordinate(svg::kRight),
+      color, dash, svg::Coordinate(label_right ? svg::kRight - 4 : canvas.left() + 4),
+      svg::Coordinate(label_below ? y + 15 : y - 5), label_right ? "end" : "start",
+      svg::EscapeXml(label));
 }
 
 }  // namespace
@@ -195,33 +177,24 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   if (!(data_max > 0)) data_max = 1024.0 * 1024;
 
   // Headroom above the highest line so its label fits under the plot's top.
-  const ByteUnit unit = UnitFor(data_max);
-  const double y_step = NiceStep(data_max * 1.08 / unit.bytes, 6);
+  const svg::ByteUnit unit = svg::UnitFor(data_max);
+  const double y_step = svg::NiceStep(data_max * 1.08 / unit.bytes, 6);
   const double y_top = std::ceil(data_max * 1.08 / unit.bytes / y_step) * y_step;
-  const int y_decimals = Decimals(y_step);
+  const int y_decimals = svg::Decimals(y_step);
   std::vector<std::pair<double, std::string>> y_ticks;
   double widest_tick = 0;
   for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
     const double value = i * y_step;
     y_ticks.emplace_back(value, fmt::format("{:.{}f} {}", value, y_decimals, unit.name));
-    widest_tick = std::max(widest_tick, TextWidth(y_ticks.back().second, 12));
+    widest_tick = std::max(widest_tick, svg::TextWidth(y_ticks.back().second, 12));
   }
-  const double left = std::max(kMinLeft, kAxisTitleBand + 8 + widest_tick + 8);
+  const double left = std::max(svg::kMinLeft, svg::kAxisTitleBand + 8 + widest_tick + 8);
   const Canvas canvas(left, end_s, y_top * unit.bytes);
-  const double plot_width = canvas.width();
 
   const double end_ms = end_s * 1e3;
-  const double x_step = NiceStep(end_ms, 8);
+  const double x_step = svg::NiceStep(end_ms, 8);
 
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
-      "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<title>{2}</title>\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{4}</text>\n",
-      kWidth, kHeight, EscapeXml(title), Coordinate(left),
-      // Bold glyphs are wider: 10% more room a character.
-      EscapeXml(Shorten(title, 18 * 1.1, kRight - left)));
+  std::string svg = svg::Begin(title, left);
 
   std::string subtitle = fmt::format("step {}, peak {} at {}", FormatMillis(result.step_time_s),
                                      FormatBytes(peak), FormatMillis(peak_time_s));
@@ -235,41 +208,22 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   if (memory.size() > kMaxExactPoints) {
     subtitle += fmt::format(", {} memory events drawn as the maximum per pixel", memory.size());
   }
-  svg += fmt::format("<text class=\"subtitle\" x=\"{}\" y=\"46\" fill=\"#555\">{}</text>\n",
-                     Coordinate(left), EscapeXml(Shorten(subtitle, 12, kRight - left)));
+  svg += svg::Subtitle(subtitle, left);
 
   // Grid and ticks first, so the curve and the lines are drawn over them.
   for (const auto& [value, label] : y_ticks) {
-    const double y = canvas.Y(value * unit.bytes);
-    svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>\n"
-        "<text class=\"ytick\" x=\"{4}\" y=\"{1}\" text-anchor=\"end\" "
-        "dominant-baseline=\"middle\">{5}</text>\n",
-        Coordinate(left), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(left - 8),
-        label);
+    svg += svg::YTick(left, canvas.Y(value * unit.bytes), label);
   }
-  const int x_decimals = Decimals(x_step);
+  const int x_decimals = svg::Decimals(x_step);
   for (int i = 0; i * x_step <= end_ms * (1 + 1e-9); ++i) {
     const double value = i * x_step;
-    const double x = canvas.X(value * 1e-3);
-    svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>\n"
-        "<text class=\"xtick\" x=\"{0}\" y=\"{4}\" text-anchor=\"middle\">{5:.{6}f}</text>\n",
-        Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kGridColor, Coordinate(kBottom + 18),
-        value, x_decimals);
+    svg += svg::XTick(canvas.X(value * 1e-3), fmt::format("{:.{}f}", value, x_decimals));
   }
-  svg += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time (ms)</text>\n"
-      "<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">"
-      "device memory allocated</text>\n",
-      Coordinate(left + plot_width / 2), Coordinate(kBottom + 40),
-      Coordinate(kTop + kPlotHeight / 2), Coordinate(kTop + kPlotHeight / 2));
+  svg += svg::AxisTitles(left, "time (ms)", "device memory allocated");
 
-  Legend legend(left);
+  svg::Legend legend(left);
   if (memory.empty()) {
-    svg += fmt::format(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">no memory events</text>\n",
-        Coordinate(left + plot_width / 2), Coordinate(kTop + kPlotHeight / 2));
+    svg += svg::Note(left, "no memory events");
   } else {
     const std::vector<MemoryPoint> steps =
         memory.size() > kMaxExactPoints ? ColumnSteps(memory, end_s) : ExactSteps(memory);
@@ -310,17 +264,14 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   if (!memory.empty()) {
     svg += fmt::format(
         "<circle class=\"peak\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" stroke=\"white\"/>\n",
-        Coordinate(canvas.X(peak_time_s)), Coordinate(canvas.Y(static_cast<double>(peak))),
-        kPeakColor);
+        svg::Coordinate(canvas.X(peak_time_s)),
+        svg::Coordinate(canvas.Y(static_cast<double>(peak))), kPeakColor);
     legend.Add(fmt::format("<circle cx=\"10\" cy=\"0\" r=\"4\" fill=\"{}\"/>", kPeakColor),
                fmt::format("peak {}", FormatBytes(peak)));
   }
   svg += legend.svg();
 
-  svg += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n",
-      Coordinate(left), Coordinate(kTop), Coordinate(plot_width), Coordinate(kPlotHeight));
-  svg += "</svg>\n";
+  svg += svg::End(left);
   return svg;
 }
 

@@ -140,4 +140,73 @@ class Legend {
   std::string svg_;
 };
 
+// The pieces every plot is made of, in the order they are drawn.
+
+// The document's start: its size, its <title>, a white background and the
+// title line at `left`, shortened to the plot's width.
+inline std::string Begin(std::string_view title, double left) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+      "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<title>{2}</title>\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{4}</text>\n",
+      kWidth, kHeight, EscapeXml(title), Coordinate(left),
+      // Bold glyphs are wider: 10% more room a character.
+      EscapeXml(Shorten(title, 18 * 1.1, kRight - left)));
+}
+
+// The grey line under the title.
+inline std::string Subtitle(std::string_view text, double left) {
+  return fmt::format("<text class=\"subtitle\" x=\"{}\" y=\"46\" fill=\"#555\">{}</text>\n",
+                     Coordinate(left), EscapeXml(Shorten(text, 12, kRight - left)));
+}
+
+// A horizontal grid line across the plot at `y`, labelled left of the axis.
+inline std::string YTick(double left, double y, std::string_view label) {
+  return fmt::format(
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>\n"
+      "<text class=\"ytick\" x=\"{4}\" y=\"{1}\" text-anchor=\"end\" "
+      "dominant-baseline=\"middle\">{5}</text>\n",
+      Coordinate(left), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(left - 8),
+      EscapeXml(label));
+}
+
+// A vertical grid line down the plot at `x`, labelled below the axis.
+inline std::string XTick(double x, std::string_view label) {
+  return fmt::format(
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>\n"
+      "<text class=\"xtick\" x=\"{0}\" y=\"{4}\" text-anchor=\"middle\">{5}</text>\n",
+      Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kGridColor, Coordinate(kBottom + 18),
+      EscapeXml(label));
+}
+
+// The axes' titles: below the plot, and turned up left of it.
+inline std::string AxisTitles(double left, std::string_view x_title, std::string_view y_title) {
+  const double middle_y = kTop + kPlotHeight / 2;
+  return fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
+      "<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">"
+      "{}</text>\n",
+      Coordinate(left + (kRight - left) / 2), Coordinate(kBottom + 40), EscapeXml(x_title),
+      Coordinate(middle_y), Coordinate(middle_y), EscapeXml(y_title));
+}
+
+// A grey note in the middle of an empty plot.
+inline std::string Note(double left, std::string_view text) {
+  return fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>\n",
+                     Coordinate(left + (kRight - left) / 2), Coordinate(kTop + kPlotHeight / 2),
+                     EscapeXml(text));
+}
+
+// The plot's frame, drawn last, and the document's end.
+inline std::string End(double left) {
+  return fmt::format(
+             "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" "
+             "stroke=\"#333\"/>\n",
+             Coordinate(left), Coordinate(kTop), Coordinate(kRight - left),
+             Coordinate(kPlotHeight)) +
+         "</svg>\n";
+}
+
 }  // namespace spillway::sim::svg

@@ -11,25 +11,6 @@
 namespace spillway::sim {
 namespace {
 
-using svg::ByteUnit;
-using svg::Coordinate;
-using svg::Decimals;
-using svg::EscapeXml;
-using svg::kAxisTitleBand;
-using svg::kBottom;
-using svg::kGridColor;
-using svg::kHeight;
-using svg::kMinLeft;
-using svg::kPlotHeight;
-using svg::kRight;
-using svg::kTop;
-using svg::kWidth;
-using svg::Legend;
-using svg::NiceStep;
-using svg::Shorten;
-using svg::TextWidth;
-using svg::UnitFor;
-
 constexpr std::string_view kCurveColor = "#1f77b4";
 constexpr std::string_view kNoneColor = "#7f7f7f";
 constexpr std::string_view kInfeasibleColor = "#d62728";
@@ -45,8 +26,9 @@ std::string Cross(double x, double y) {
   return fmt::format(
       "<path class=\"infeasible\" d=\"M{} {}L{} {}M{} {}L{} {}\" stroke=\"{}\" "
       "stroke-width=\"2\"/>\n",
-      Coordinate(x - 4), Coordinate(y - 4), Coordinate(x + 4), Coordinate(y + 4), Coordinate(x - 4),
-      Coordinate(y + 4), Coordinate(x + 4), Coordinate(y - 4), kInfeasibleColor);
+      svg::Coordinate(x - 4), svg::Coordinate(y - 4), svg::Coordinate(x + 4),
+      svg::Coordinate(y + 4), svg::Coordinate(x - 4), svg::Coordinate(y + 4),
+      svg::Coordinate(x + 4), svg::Coordinate(y - 4), kInfeasibleColor);
 }
 
 }  // namespace
@@ -69,39 +51,31 @@ std::string SweepPlotSvg(std::vector<SweepPlotPoint> points, int64_t none_arena_
 
   // The budget axis from zero, so the shares read as lengths; headroom for
   // the last label.
-  const ByteUnit x_unit = UnitFor(x_max);
-  const double x_step = NiceStep(x_max * 1.04 / x_unit.bytes, 8);
+  const svg::ByteUnit x_unit = svg::UnitFor(x_max);
+  const double x_step = svg::NiceStep(x_max * 1.04 / x_unit.bytes, 8);
   const double x_top = std::ceil(x_max * 1.04 / x_unit.bytes / x_step) * x_step;
-  const int x_decimals = Decimals(x_step);
+  const int x_decimals = svg::Decimals(x_step);
   // The overhead axis in percent, with headroom above the highest point.
-  const double y_step = NiceStep(y_max * 100 * 1.08, 6);
+  const double y_step = svg::NiceStep(y_max * 100 * 1.08, 6);
   const double y_top = std::ceil(y_max * 100 * 1.08 / y_step) * y_step;
-  const int y_decimals = Decimals(y_step);
+  const int y_decimals = svg::Decimals(y_step);
   std::vector<std::pair<double, std::string>> y_ticks;
   double widest_tick = 0;
   for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
     const double value = i * y_step;
     y_ticks.emplace_back(value, fmt::format("+{:.{}f}%", value, y_decimals));
-    widest_tick = std::max(widest_tick, TextWidth(y_ticks.back().second, 12));
+    widest_tick = std::max(widest_tick, svg::TextWidth(y_ticks.back().second, 12));
   }
-  const double left = std::max(kMinLeft, kAxisTitleBand + 8 + widest_tick + 8);
-  const double plot_width = kRight - left;
+  const double left = std::max(svg::kMinLeft, svg::kAxisTitleBand + 8 + widest_tick + 8);
+  const double plot_width = svg::kRight - left;
   auto x_of = [&](double bytes) {
     return left + std::clamp(bytes / (x_top * x_unit.bytes), 0.0, 1.0) * plot_width;
   };
   auto y_of = [&](double overhead) {
-    return kBottom - std::clamp(overhead * 100 / y_top, 0.0, 1.0) * kPlotHeight;
+    return svg::kBottom - std::clamp(overhead * 100 / y_top, 0.0, 1.0) * svg::kPlotHeight;
   };
 
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
-      "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<title>{2}</title>\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text class=\"title\" x=\"{3}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{4}</text>\n",
-      kWidth, kHeight, EscapeXml(title), Coordinate(left),
-      // Bold glyphs are wider: 10% more room a character.
-      EscapeXml(Shorten(title, 18 * 1.1, kRight - left)));
+  std::string svg = svg::Begin(title, left);
   std::string subtitle = fmt::format("{} of {} budgets have a plan", feasible, points.size());
   if (const auto first = std::ranges::find_if(points, &SweepPlotPoint::feasible);
       first != points.end()) {
@@ -112,42 +86,24 @@ std::string SweepPlotSvg(std::vector<SweepPlotPoint> points, int64_t none_arena_
     subtitle +=
         fmt::format("; with everything kept the step needs {}", FormatBytes(none_arena_bytes));
   }
-  svg += fmt::format("<text class=\"subtitle\" x=\"{}\" y=\"46\" fill=\"#555\">{}</text>\n",
-                     Coordinate(left), EscapeXml(Shorten(subtitle, 12, kRight - left)));
+  svg += svg::Subtitle(subtitle, left);
 
   // Grid and ticks first, so that the curve is drawn over them.
-  for (const auto& [value, label] : y_ticks) {
-    const double y = y_of(value / 100);
-    svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\"/>\n"
-        "<text class=\"ytick\" x=\"{4}\" y=\"{1}\" text-anchor=\"end\" "
-        "dominant-baseline=\"middle\">{5}</text>\n",
-        Coordinate(left), Coordinate(y), Coordinate(kRight), kGridColor, Coordinate(left - 8),
-        label);
-  }
+  for (const auto& [value, label] : y_ticks) svg += svg::YTick(left, y_of(value / 100), label);
   for (int i = 0; i * x_step <= x_top * (1 + 1e-9); ++i) {
     const double value = i * x_step;
-    const double x = x_of(value * x_unit.bytes);
-    svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\"/>\n"
-        "<text class=\"xtick\" x=\"{0}\" y=\"{4}\" text-anchor=\"middle\">{5:.{6}f}</text>\n",
-        Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kGridColor, Coordinate(kBottom + 18),
-        value, x_decimals);
+    svg += svg::XTick(x_of(value * x_unit.bytes), fmt::format("{:.{}f}", value, x_decimals));
   }
-  svg += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">budget ({})</text>\n"
-      "<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">"
-      "step over the unconstrained step</text>\n",
-      Coordinate(left + plot_width / 2), Coordinate(kBottom + 40), x_unit.name,
-      Coordinate(kTop + kPlotHeight / 2), Coordinate(kTop + kPlotHeight / 2));
+  svg += svg::AxisTitles(left, fmt::format("budget ({})", x_unit.name),
+                         "step over the unconstrained step");
 
-  Legend legend(left);
+  svg::Legend legend(left);
   if (none_arena_bytes > 0) {
     const double x = x_of(static_cast<double>(none_arena_bytes));
     svg += fmt::format(
         "<line class=\"none\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"{3}\" "
         "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>\n",
-        Coordinate(x), Coordinate(kTop), Coordinate(kBottom), kNoneColor);
+        svg::Coordinate(x), svg::Coordinate(svg::kTop), svg::Coordinate(svg::kBottom), kNoneColor);
     legend.Add(fmt::format("<line x1=\"10\" y1=\"-6\" x2=\"10\" y2=\"6\" stroke=\"{}\" "
                            "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>",
                            kNoneColor),
@@ -158,8 +114,8 @@ std::string SweepPlotSvg(std::vector<SweepPlotPoint> points, int64_t none_arena_
     for (const SweepPlotPoint& point : points) {
       if (!point.feasible) continue;
       if (!line.empty()) line += ' ';
-      line += fmt::format("{},{}", Coordinate(x_of(static_cast<double>(point.budget_bytes))),
-                          Coordinate(y_of(point.overhead)));
+      line += fmt::format("{},{}", svg::Coordinate(x_of(static_cast<double>(point.budget_bytes))),
+                          svg::Coordinate(y_of(point.overhead)));
     }
     svg += fmt::format(
         "<polyline class=\"overhead\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" "
@@ -172,8 +128,9 @@ std::string SweepPlotSvg(std::vector<SweepPlotPoint> points, int64_t none_arena_
           "<circle class=\"{}\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\" stroke=\"{}\" "
           "stroke-width=\"1.5\"/>\n",
           point.carried ? "carried" : "point",
-          Coordinate(x_of(static_cast<double>(point.budget_bytes))),
-          Coordinate(y_of(point.overhead)), point.carried ? "white" : kCurveColor, kCurveColor);
+          svg::Coordinate(x_of(static_cast<double>(point.budget_bytes))),
+          svg::Coordinate(y_of(point.overhead)), point.carried ? "white" : kCurveColor,
+          kCurveColor);
     }
     legend.Add(fmt::format("<line x1=\"0\" x2=\"20\" stroke=\"{0}\" stroke-width=\"1.5\"/>"
                            "<circle cx=\"10\" cy=\"0\" r=\"4\" fill=\"{0}\"/>",
@@ -186,24 +143,19 @@ std::string SweepPlotSvg(std::vector<SweepPlotPoint> points, int64_t none_arena_
                  "made at a smaller budget");
     }
   } else {
-    svg += fmt::format(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">no budget has a "
-        "plan</text>\n",
-        Coordinate(left + plot_width / 2), Coordinate(kTop + kPlotHeight / 2));
+    svg += svg::Note(left, "no budget has a plan");
   }
   if (feasible < static_cast<int>(points.size())) {
     for (const SweepPlotPoint& point : points) {
-      if (!point.feasible) svg += Cross(x_of(static_cast<double>(point.budget_bytes)), kBottom);
+      if (!point.feasible)
+        svg += Cross(x_of(static_cast<double>(point.budget_bytes)), svg::kBottom);
     }
     legend.Add(fmt::format("<path d=\"M6 -4L14 4M6 4L14 -4\" stroke=\"{}\" stroke-width=\"2\"/>",
                            kInfeasibleColor),
                "no plan fits");
   }
   svg += legend.svg();
-  svg += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n",
-      Coordinate(left), Coordinate(kTop), Coordinate(plot_width), Coordinate(kPlotHeight));
-  svg += "</svg>\n";
+  svg += svg::End(left);
   return svg;
 }
 
