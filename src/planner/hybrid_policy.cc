@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "planner/policies.h"
 #include "program/rewriter.h"
@@ -80,8 +81,8 @@ struct Refinement {
 class HybridPlanner {
  public:
   HybridPlanner(PlanningContext& context, const HybridPolicy::Options& options,
-                const std::vector<HybridPolicy::Seed>& seeds = {})
-      : context_(context), options_(options), seeds_(&seeds) {}
+                std::span<const HybridPolicy::Seed> seeds)
+      : context_(context), options_(options), seeds_(seeds) {}
   // A planner for one refinement of `parent`'s race, in its own context:
   // the same candidates, nothing active.
   HybridPlanner(const HybridPlanner& parent, PlanningContext& context)
@@ -167,6 +168,7 @@ class HybridPlanner {
     RETURN_IF_ERROR(recompute_starts.status());
     hit_time_limit_ = hit_time_limit_ || recompute_starts->hit_time_limit;
     for (Start& start : recompute_starts->starts) starts.push_back(std::move(start));
+
     // Best first (stable: on a tie the earlier, evict first). Every start
     // that fits enters the race: which start refines best differs between
     // workloads (a tight budget on a slow link favours recomputation's plan,
@@ -214,7 +216,7 @@ class HybridPlanner {
     }
     // Plans made elsewhere, last: what came before is the plan without them,
     // which they can only improve on.
-    for (const HybridPolicy::Seed& seed : *seeds_) {
+    for (const HybridPolicy::Seed& seed : seeds_) {
       if (hit_time_limit_ || CapReached()) break;
       ASSIGN_OR_RETURN(std::optional<Refinement> seeded, RefineSeed(seed, result));
       if (!seeded) continue;
@@ -1122,7 +1124,7 @@ class HybridPlanner {
 
   PlanningContext& context_;
   const HybridPolicy::Options options_;
-  const std::vector<HybridPolicy::Seed>* seeds_;  // the policy's, which outlives the planner
+  std::span<const HybridPolicy::Seed> seeds_;  // the policy's, which outlives the planner
   std::vector<Candidate> candidates_;
   std::vector<int> index_of_value_;  // candidate index of each value, -1 if none
   double forward_s_ = 0;
