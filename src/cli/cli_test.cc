@@ -282,6 +282,17 @@ TEST(Cli, SweepPlansEachBudgetAndHybridsStepNeverRises) {
   EXPECT_THAT(text.out, HasSubstr("plan made at"));
   // Smallest first, whatever the order given.
   EXPECT_LT(text.out.find("70.0 MiB"), text.out.find("90.0 MiB"));
+
+  // Several policies: a sweep each, a list in JSON, one plot.
+  const CommandResult several =
+      Spillway("sweep " + workload + " --budgets 70MiB,90MiB --policy swap,hybrid --json");
+  ASSERT_EQ(several.exit_code, 0) << several.out;
+  const nlohmann::json sweeps = nlohmann::json::parse(several.out);
+  ASSERT_EQ(sweeps.size(), 2u);
+  EXPECT_EQ(sweeps[0]["policy"], "swap");
+  EXPECT_EQ(sweeps[1]["policy"], "hybrid");
+  EXPECT_EQ(sweeps[0]["points"].size(), 2u);
+  EXPECT_EQ(sweeps[1]["points"][1]["budget_bytes"], int64_t{90} << 20);
 }
 
 TEST(Cli, PlanReportsAnInfeasibleBudgetWithTheSmallestItReaches) {
@@ -947,7 +958,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"sweep --model resnet18 --budgets lots", "--budgets 'lots'"},
         BadInput{"sweep --model resnet18 --budgets 1GiB,1GiB",
                  "the sweep has the budget 1.00 GiB twice"},
-        BadInput{"sweep --model resnet18 --policy optimal", "--policy"}));
+        BadInput{"sweep --model resnet18 --policy optimal", "--policy"},
+        BadInput{"sweep --model resnet18 --policy swap,hybrid,swap", "--policy names swap twice"}));
 
 // `spillway forward` on the tiny ONNX model, with an NCHW input from a .npy
 // file, against the model computed here in ONNX's own order.

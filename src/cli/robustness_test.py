@@ -244,6 +244,8 @@ for value in ["0", "-1", "1001", "many"]:
 case(f"{base} --from 60% --to 50%", "--from 60% is above --to 50%")
 case(f"{base} --budgets 1GiB --from 30%", "excludes")
 case(f"{base} --policy optimal", "--policy")
+case(f"{base} --policy swap,greedy", "greedy")
+case(f"{base} --policy hybrid,hybrid", "--policy names hybrid twice")
 case(f"{base} --plot /nonexistent/dir/p.svg", "/nonexistent/dir/p.svg")
 
 # Hardware profiles: a file is checked like a built-in one.

@@ -1,5 +1,7 @@
-// `spillway sweep`: one policy planned at several budgets of one workload,
-// as a table of step time and overhead against memory (session/sweep.h).
+// `spillway sweep`: a policy, or several, planned at several budgets of one
+// workload, as tables of step time and overhead against memory and a plot
+// of them side by side (session/sweep.h).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +13,7 @@
 #include "cli/plan_flags.h"
 #include "fmt/format.h"
 #include "fmt/ostream.h"
+#include "nlohmann/json.hpp"
 #include "planner/planner.h"
 #include "session/sweep.h"
 #include "support/file_io.h"
@@ -26,17 +29,22 @@ struct SweepFlags {
   std::string to = session::SweepBudgets().to;
   int points = session::SweepBudgets().points;
   std::vector<std::string> budgets;  // instead of from, to and points
+  std::vector<std::string> policies = {"hybrid"};
   std::string plot_path;
 };
 
-void PrintSweep(std::ostream& out, const session::PlanningSession& session,
-                const session::Sweep& sweep) {
+// The workload and what `none` needs, once for all the sweeps.
+void PrintHeader(std::ostream& out, const session::PlanningSession& session,
+                 const session::Sweep& sweep) {
+  fmt::print(out, "Workload     {}\n", session.Describe(/*with_budget=*/false));
+  fmt::print(out, "None         arena {}, step {:.4g} s\n",
+             FormatBytes(sweep.none.best.arena_bytes()), sweep.none.best.step_time_s());
+}
+
+void PrintSweep(std::ostream& out, const session::Sweep& sweep) {
   const planner::PlanResult& none = sweep.none;
   const double none_arena = static_cast<double>(none.best.arena_bytes());
-  fmt::print(out, "Workload     {}\n", session.Describe(/*with_budget=*/false));
-  fmt::print(out, "None         arena {}, step {:.4g} s\n", FormatBytes(none.best.arena_bytes()),
-             none.best.step_time_s());
-  fmt::print(out, "Policy       {}{}\n\n", sweep.policy,
+  fmt::print(out, "\nPolicy       {}{}\n\n", sweep.policy,
              sweep.policy == "hybrid"
                  ? ": each budget also refines the plan of the budget below, so the step "
                    "never rises with the budget"
@@ -68,12 +76,15 @@ void PrintSweep(std::ostream& out, const session::PlanningSession& session,
 CommandRunner AddSweepCommand(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "sweep",
-      "Plan one policy at several budgets and tabulate step time and overhead against memory");
+      "Plan a policy, or several, at several budgets and tabulate step time and overhead "
+      "against memory");
   auto flags = std::make_shared<SweepFlags>();
   AddPlanFlags(*command, flags->plan, /*one_budget=*/false);
   command
-      ->add_option("--policy", flags->plan.policy,
-                   "The planning policy (docs/planner.md says what each does)")
+      ->add_option("--policy", flags->policies,
+                   "The planning policy (docs/planner.md says what each does), or several, "
+                   "comma-separated (swap,hybrid): a sweep each, side by side in the plot")
+      ->delimiter(',')
       ->check(CLI::IsMember(planner::PolicyNames(/*with_exact=*/false)))
       ->capture_default_str();
   CLI::Option* from_option =
@@ -114,21 +125,34 @@ CommandRunner AddSweepCommand(CLI::App& app) {
         .sizes = flags->budgets, .from = flags->from, .to = flags->to, .points = flags->points};
     // Before the session, which builds the step: a bad share is refused at once.
     RETURN_IF_ERROR(session::CheckSweepBudgets(wanted));
+    for (const std::string& policy : flags->policies) {
+      if (std::ranges::count(flags->policies, policy) > 1) {
+        return absl::InvalidArgumentError(fmt::format("--policy names {} twice", policy));
+      }
+    }
     TerminalObserver observer;
     ASSIGN_OR_RETURN(std::unique_ptr<session::PlanningSession> session,
                      session::PlanningSession::Create(MakeRequest(flags->plan), &observer));
     ASSIGN_OR_RETURN(std::vector<int64_t> budgets, session::ResolveBudgets(*session, wanted));
-    ASSIGN_OR_RETURN(const session::Sweep sweep,
-                     session::RunSweep(*session, flags->plan.policy, std::move(budgets)));
+    std::vector<session::Sweep> sweeps;
+    for (const std::string& policy : flags->policies) {
+      ASSIGN_OR_RETURN(session::Sweep sweep, session::RunSweep(*session, policy, budgets));
+      sweeps.push_back(std::move(sweep));
+    }
     if (!flags->plot_path.empty()) {
       OutputFiles files;
-      RETURN_IF_ERROR(files.Add(flags->plot_path, session::SweepPlot(*session, sweep), "plot"));
+      RETURN_IF_ERROR(files.Add(flags->plot_path, session::SweepPlot(*session, sweeps), "plot"));
       RETURN_IF_ERROR(files.Commit());
     }
     if (flags->plan.json) {
-      out << session::SweepToJson(*session, sweep).dump(2) << "\n";
+      // One policy: its sweep; several: a list of them.
+      nlohmann::json json = nlohmann::json::array();
+      for (const session::Sweep& sweep : sweeps)
+        json.push_back(session::SweepToJson(*session, sweep));
+      out << (sweeps.size() == 1 ? json[0] : json).dump(2) << "\n";
     } else {
-      PrintSweep(out, *session, sweep);
+      PrintHeader(out, *session, sweeps.front());
+      for (const session::Sweep& sweep : sweeps) PrintSweep(out, sweep);
     }
     return absl::OkStatus();
   };

@@ -332,7 +332,7 @@ class PySweep {
   }
   const nlohmann::json& json() const { return json_; }
   void WritePlot(const std::string& path) const {
-    Check(WriteFileAtomically(path, session::SweepPlot(*shared_->session, sweep_), "plot"));
+    Check(WriteFileAtomically(path, session::SweepPlot(*shared_->session, {&sweep_, 1}), "plot"));
   }
   std::string Repr() const {
     return fmt::format(

@@ -174,18 +174,25 @@ nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep) {
           {"points", std::move(points)}};
 }
 
-std::string SweepPlot(const PlanningSession& session, const Sweep& sweep) {
-  std::vector<sim::SweepPlotPoint> points;
-  const double none_s = sweep.none.best.step_time_s();
-  for (const SweepPoint& point : sweep.points) {
-    points.push_back({.budget_bytes = point.budget_bytes,
-                      .feasible = point.result.feasible,
-                      .overhead = point.result.best.step_time_s() / none_s - 1.0,
-                      .carried = point.carried_from_bytes >= 0});
+std::string SweepPlot(const PlanningSession& session, std::span<const Sweep> sweeps) {
+  std::vector<sim::SweepPlotSeries> series;
+  int64_t none_arena = 0;
+  for (const Sweep& sweep : sweeps) {
+    sim::SweepPlotSeries& one = series.emplace_back();
+    one.name = sweep.policy;
+    const double none_s = sweep.none.best.step_time_s();
+    none_arena = sweep.none.best.arena_bytes();
+    for (const SweepPoint& point : sweep.points) {
+      one.points.push_back({.budget_bytes = point.budget_bytes,
+                            .feasible = point.result.feasible,
+                            .overhead = point.result.best.step_time_s() / none_s - 1.0,
+                            .carried = point.carried_from_bytes >= 0});
+    }
   }
+  const std::string workload = session.Describe(/*with_budget=*/false);
   return sim::SweepPlotSvg(
-      std::move(points), sweep.none.best.arena_bytes(),
-      fmt::format("{}: {}", sweep.policy, session.Describe(/*with_budget=*/false)));
+      std::move(series), none_arena,
+      sweeps.size() == 1 ? fmt::format("{}: {}", sweeps[0].policy, workload) : workload);
 }
 
 }  // namespace spillway::session

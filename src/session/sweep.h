@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,9 +83,9 @@ absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy
 // where the plan was made at a smaller budget.
 nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep);
 
-// The sweep as `spillway sweep --plot` draws it (sim/sweep_plot.h): the
-// overhead over none against the budget, titled with the policy and the
-// workload.
-std::string SweepPlot(const PlanningSession& session, const Sweep& sweep);
+// Sweeps of the session's workload as `spillway sweep --plot` draws them
+// (sim/sweep_plot.h): each policy's overhead over none against the budget,
+// titled with the workload (and the policy, where there is one).
+std::string SweepPlot(const PlanningSession& session, std::span<const Sweep> sweeps);
 
 }  // namespace spillway::session

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fmt/format.h"
 
@@ -119,25 +120,48 @@ inline ByteUnit UnitFor(double max_bytes) {
 
 inline std::string Coordinate(double value) { return fmt::format("{:.1f}", value); }
 
-// A legend row above the plot. Widths are estimated from the text length (no
-// font metrics without a renderer); 7 px a character suits 12 px sans-serif.
+// The legend above the plot: one row, or two where one would run past the
+// plot's right edge. Widths are estimated from the text length (no font
+// metrics without a renderer); 7 px a character suits 12 px sans-serif.
 class Legend {
  public:
-  explicit Legend(double left) : x_(left) {}
+  explicit Legend(double left) : left_(left) {}
   void Add(std::string_view symbol_svg, std::string_view label) {
-    svg_ += fmt::format(
-        "<g transform=\"translate({},{})\">{}</g>\n<text class=\"legend\" x=\"{}\" "
-        "y=\"{}\">{}</text>\n",
-        Coordinate(x_), Coordinate(kY), symbol_svg, Coordinate(x_ + 26), Coordinate(kY + 4),
-        EscapeXml(label));
-    x_ += 26 + TextWidth(label, 12) + 24;
+    entries_.push_back({std::string(symbol_svg), std::string(label)});
   }
-  const std::string& svg() const { return svg_; }
+  std::string svg() const {
+    double width = 0;
+    for (const Entry& entry : entries_) width += Width(entry);
+    // Two rows share the band one row sits in the middle of.
+    const bool two_rows = left_ + width > kRight;
+    std::string out;
+    double x = left_;
+    double y = two_rows ? kY - 8 : kY;
+    for (const Entry& entry : entries_) {
+      if (two_rows && x > left_ && x + Width(entry) > kRight) {
+        x = left_;
+        y = kY + 8;
+      }
+      out += fmt::format(
+          "<g transform=\"translate({},{})\">{}</g>\n<text class=\"legend\" x=\"{}\" "
+          "y=\"{}\">{}</text>\n",
+          Coordinate(x), Coordinate(y), entry.symbol_svg, Coordinate(x + 26), Coordinate(y + 4),
+          EscapeXml(entry.label));
+      x += Width(entry);
+    }
+    return out;
+  }
 
  private:
+  struct Entry {
+    std::string symbol_svg;
+    std::string label;
+  };
+  static double Width(const Entry& entry) { return 26 + TextWidth(entry.label, 12) + 24; }
+
   static constexpr double kY = 64;
-  double x_;
-  std::string svg_;
+  double left_;
+  std::vector<Entry> entries_;
 };
 
 // The pieces every plot is made of, in the order they are drawn.

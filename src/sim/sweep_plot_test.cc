@@ -45,13 +45,14 @@ std::vector<Marker> Markers(const std::string& svg, const std::string& css_class
 
 // A sweep as `spillway sweep` gives it, out of order: two budgets too small,
 // the overhead falling as the budget grows, one plan made at a smaller budget.
-std::vector<SweepPlotPoint> Sweep() {
-  return {{.budget_bytes = 80 * kMiB, .feasible = true, .overhead = 0.02},
-          {.budget_bytes = 20 * kMiB, .feasible = false},
-          {.budget_bytes = 60 * kMiB, .feasible = true, .overhead = 0.08},
-          {.budget_bytes = 40 * kMiB, .feasible = false},
-          {.budget_bytes = 70 * kMiB, .feasible = true, .overhead = 0.08, .carried = true},
-          {.budget_bytes = 100 * kMiB, .feasible = true, .overhead = 0}};
+std::vector<SweepPlotSeries> Sweep() {
+  return {{"hybrid",
+           {{.budget_bytes = 80 * kMiB, .feasible = true, .overhead = 0.02},
+            {.budget_bytes = 20 * kMiB, .feasible = false},
+            {.budget_bytes = 60 * kMiB, .feasible = true, .overhead = 0.08},
+            {.budget_bytes = 40 * kMiB, .feasible = false},
+            {.budget_bytes = 70 * kMiB, .feasible = true, .overhead = 0.08, .carried = true},
+            {.budget_bytes = 100 * kMiB, .feasible = true, .overhead = 0}}}};
 }
 
 TEST(SweepPlotTest, IsASelfContainedSvgWithOneMarkerPerPlanAndACrossPerBudgetWithout) {
@@ -67,7 +68,7 @@ TEST(SweepPlotTest, IsASelfContainedSvgWithOneMarkerPerPlanAndACrossPerBudgetWit
   EXPECT_EQ(Count(svg, "<path class=\"infeasible\""), 2);
   EXPECT_EQ(Count(svg, "<line class=\"none\""), 1);
   for (const char* legend :
-       {"a plan", "made at a smaller budget", "no plan fits", "everything kept: 100 MiB"}) {
+       {"hybrid", "made at a smaller budget", "no plan fits", "everything kept: 100 MiB"}) {
     EXPECT_THAT(svg, HasSubstr(std::string(">") + legend + "</text>")) << legend;
   }
   EXPECT_THAT(svg, HasSubstr(">budget (MiB)</text>"));
@@ -96,9 +97,40 @@ TEST(SweepPlotTest, TheCurveRunsByBudgetAndHigherOverheadIsHigherUp) {
   EXPECT_EQ(Count(points, ","), 4);
 }
 
+TEST(SweepPlotTest, SeveralPoliciesAreCurvesOfTheirOwnColours) {
+  std::vector<SweepPlotSeries> both = Sweep();
+  both.push_back({"swap",
+                  {{.budget_bytes = 40 * kMiB, .feasible = false},
+                   {.budget_bytes = 60 * kMiB, .feasible = true, .overhead = 0.3},
+                   {.budget_bytes = 100 * kMiB, .feasible = true, .overhead = 0}}});
+  const std::string svg = SweepPlotSvg(both, 100 * kMiB, "resnet18");
+  EXPECT_THAT(svg, HasSubstr("2 policies at up to 6 budgets"));
+  EXPECT_EQ(Count(svg, "<polyline class=\"overhead\""), 2);
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#1f77b4\" stroke-width=\"1.5\" stroke-linejoin"));
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#ff7f0e\" stroke-width=\"1.5\" stroke-linejoin"));
+  EXPECT_THAT(svg, HasSubstr(">swap</text>"));
+  EXPECT_THAT(svg, HasSubstr(">hybrid</text>"));
+  // Three budgets without a plan, two of hybrid's and one of swap's.
+  EXPECT_EQ(Count(svg, "<path class=\"infeasible\""), 3);
+  // The axis reaches swap's +30%.
+  EXPECT_THAT(svg, HasSubstr(">+30%</text>"));
+}
+
+TEST(SweepPlotTest, AnArenaFarBeyondTheBudgetsIsNamedNotDrawn) {
+  // ResNet-50 at 8000x8000 needs 101 GiB with everything kept; a sweep of a
+  // 16 GB card's budgets would sit in the axis' first tenth.
+  const std::string svg = SweepPlotSvg(Sweep(), 1000 * kMiB, "far");
+  EXPECT_EQ(Count(svg, "<line class=\"none\""), 0);
+  EXPECT_THAT(svg, HasSubstr("with everything kept the step needs 1000 MiB, off the scale"));
+  EXPECT_THAT(svg, Not(HasSubstr(">everything kept:")));
+  EXPECT_THAT(svg, HasSubstr(">budget (MiB)</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr(">200</text>")));  // the axis ends near 100 MiB
+}
+
 TEST(SweepPlotTest, NoPlanAnywhereStillGivesAPlot) {
-  const std::string svg = SweepPlotSvg({{.budget_bytes = 10 * kMiB}, {.budget_bytes = 5 * kMiB}},
-                                       100 * kMiB, "nothing fits");
+  const std::string svg =
+      SweepPlotSvg({{"swap", {{.budget_bytes = 10 * kMiB}, {.budget_bytes = 5 * kMiB}}}},
+                   100 * kMiB, "nothing fits");
   EXPECT_THAT(svg, HasSubstr(">no budget has a plan</text>"));
   EXPECT_THAT(svg, HasSubstr("0 of 2 budgets have a plan"));
   EXPECT_THAT(svg, Not(HasSubstr("<polyline")));
@@ -108,7 +140,16 @@ TEST(SweepPlotTest, NoPlanAnywhereStillGivesAPlot) {
 TEST(SweepPlotLayoutTest, TextDoesNotCollide) {
   testing::ExpectTextDoesNotCollide(SweepPlotSvg(Sweep(), 100 * kMiB, "hybrid: resnet18"));
   testing::ExpectTextDoesNotCollide(
-      SweepPlotSvg({{.budget_bytes = 3 * kMiB}}, 0, "one budget, no plan"));
+      SweepPlotSvg({{"swap", {{.budget_bytes = 3 * kMiB}}}}, 0, "one budget, no plan"));
+  // Every policy at once: the legend takes two rows.
+  std::vector<SweepPlotSeries> every;
+  for (const char* policy :
+       {"none", "swap", "recompute", "swap-lms", "hybrid-seed", "hybrid-seed-lms", "hybrid"}) {
+    every.push_back({policy, Sweep().front().points});
+  }
+  const std::string svg = SweepPlotSvg(every, 100 * kMiB, "every policy");
+  EXPECT_EQ(Count(svg, "class=\"legend\""), 10);
+  testing::ExpectTextDoesNotCollide(svg);
 }
 
 TEST(SweepPlotRenderTest, RsvgConvertRendersNonBlankPngs) {
