@@ -118,8 +118,10 @@ TEST(Sweep, HybridsStepNeverRisesWithTheBudget) {
                        SpacedBudgets(none.best.arena_bytes(), 0.3, 1.0, 8));
   ASSERT_EQ(budgets.size(), 8u);
   std::reverse(budgets.begin(), budgets.end());  // planned smallest first all the same
+  const int64_t budget_before = session->budget_bytes();
   ASSERT_OK_AND_ASSIGN(const Sweep sweep, RunSweep(*session, "hybrid", budgets));
   ASSERT_EQ(sweep.points.size(), 8u);
+  EXPECT_EQ(session->budget_bytes(), budget_before);
   EXPECT_EQ(sweep.none.best.step_time_s(), none.best.step_time_s());
   EXPECT_EQ(recorder.events.back(), "end");
   EXPECT_THAT(recorder.events, ::testing::Contains(fmt::format("begin hybrid at {} (8/8)",

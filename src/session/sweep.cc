@@ -126,6 +126,7 @@ absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy
   const bool hybrid = policy == "hybrid";
   Sweep sweep;
   sweep.policy = std::string(policy);
+  const int64_t budget_before = session.budget_bytes();
   ASSIGN_OR_RETURN(sweep.none, session.Run("none"));
   for (size_t i = 0; i < budgets.size(); ++i) {
     RETURN_IF_ERROR(session.SetBudget(budgets[i]));
@@ -154,6 +155,7 @@ absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy
     }
     sweep.points.push_back(std::move(point));
   }
+  RETURN_IF_ERROR(session.SetBudget(budget_before));
   return sweep;
 }
 

@@ -73,7 +73,9 @@ absl::StatusOr<std::vector<int64_t>> SpacedBudgets(int64_t arena_bytes, double f
 // is when called: the backward order the planner chooses, and so the arena
 // none needs, can depend on the budget, and the shares a sweep reports are
 // of none's arena there (`spillway sweep` calls it at the profile's memory,
-// where the budgets were chosen). The session is left at the largest budget.
+// where the budgets were chosen). On success the session is back at the
+// budget it had, so that sweeps of several policies measure against the same
+// `none`.
 // Its observer sees each budget's planning as "hybrid at 12.0 GiB (3/8)".
 absl::StatusOr<Sweep> RunSweep(PlanningSession& session, std::string_view policy,
                                std::vector<int64_t> budgets);
