@@ -178,18 +178,12 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
 
   // Headroom above the highest line so its label fits under the plot's top.
   const svg::ByteUnit unit = svg::UnitFor(data_max);
-  const double y_step = svg::NiceStep(data_max * 1.08 / unit.bytes, 6);
-  const double y_top = std::ceil(data_max * 1.08 / unit.bytes / y_step) * y_step;
-  const int y_decimals = svg::Decimals(y_step);
-  std::vector<std::pair<double, std::string>> y_ticks;
-  double widest_tick = 0;
-  for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
-    const double value = i * y_step;
-    y_ticks.emplace_back(value, fmt::format("{:.{}f} {}", value, y_decimals, unit.name));
-    widest_tick = std::max(widest_tick, svg::TextWidth(y_ticks.back().second, 12));
-  }
-  const double left = std::max(svg::kMinLeft, svg::kAxisTitleBand + 8 + widest_tick + 8);
-  const Canvas canvas(left, end_s, y_top * unit.bytes);
+  const svg::ValueAxis y_axis =
+      svg::MakeValueAxis(data_max * 1.08 / unit.bytes, 6, [&](double value, int decimals) {
+        return fmt::format("{:.{}f} {}", value, decimals, unit.name);
+      });
+  const double left = svg::LeftEdge(y_axis);
+  const Canvas canvas(left, end_s, y_axis.top * unit.bytes);
 
   const double end_ms = end_s * 1e3;
   const double x_step = svg::NiceStep(end_ms, 8);
@@ -211,7 +205,7 @@ std::string MemoryPlotSvg(const SimulationResult& result, int64_t budget_bytes, 
   svg += svg::Subtitle(subtitle, left);
 
   // Grid and ticks first, so the curve and the lines are drawn over them.
-  for (const auto& [value, label] : y_ticks) {
+  for (const auto& [value, label] : y_axis.ticks) {
     svg += svg::YTick(left, canvas.Y(value * unit.bytes), label);
   }
   const int x_decimals = svg::Decimals(x_step);

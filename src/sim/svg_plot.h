@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fmt/format.h"
@@ -119,6 +120,34 @@ inline ByteUnit UnitFor(double max_bytes) {
 }
 
 inline std::string Coordinate(double value) { return fmt::format("{:.1f}", value); }
+
+// A vertical axis from zero to a round value at or above `max` (in the
+// units its labels show): its ticks, about `target` of them, each labelled
+// `label(value, decimals)`, and the widest label's estimated width.
+struct ValueAxis {
+  double top = 0;
+  std::vector<std::pair<double, std::string>> ticks;
+  double widest = 0;
+};
+template <typename Label>
+ValueAxis MakeValueAxis(double max, int target, Label label) {
+  ValueAxis axis;
+  const double step = NiceStep(max, target);
+  axis.top = std::ceil(max / step) * step;
+  const int decimals = Decimals(step);
+  for (int i = 0; i * step <= axis.top * (1 + 1e-9); ++i) {
+    const double value = i * step;
+    axis.ticks.emplace_back(value, label(value, decimals));
+    axis.widest = std::max(axis.widest, TextWidth(axis.ticks.back().second, 12));
+  }
+  return axis;
+}
+
+// The plot's left edge: room for the vertical axis's title and its widest
+// tick label.
+inline double LeftEdge(const ValueAxis& axis) {
+  return std::max(kMinLeft, kAxisTitleBand + 8 + axis.widest + 8);
+}
 
 // The legend above the plot: one row, or two where one would run past the
 // plot's right edge. Widths are estimated from the text length (no font

@@ -71,24 +71,17 @@ std::string SweepPlotSvg(std::vector<SweepPlotSeries> series, int64_t none_arena
   const double x_top = std::ceil(x_max * 1.04 / x_unit.bytes / x_step) * x_step;
   const int x_decimals = svg::Decimals(x_step);
   // The overhead axis in percent, with headroom above the highest point.
-  const double y_step = svg::NiceStep(y_max * 100 * 1.08, 6);
-  const double y_top = std::ceil(y_max * 100 * 1.08 / y_step) * y_step;
-  const int y_decimals = svg::Decimals(y_step);
-  std::vector<std::pair<double, std::string>> y_ticks;
-  double widest_tick = 0;
-  for (int i = 0; i * y_step <= y_top * (1 + 1e-9); ++i) {
-    const double value = i * y_step;
-    y_ticks.emplace_back(value, fmt::format("+{:.{}f}%", value, y_decimals));
-    widest_tick = std::max(widest_tick, svg::TextWidth(y_ticks.back().second, 12));
-  }
-  const double left = std::max(svg::kMinLeft, svg::kAxisTitleBand + 8 + widest_tick + 8);
+  const svg::ValueAxis y_axis = svg::MakeValueAxis(
+      y_max * 100 * 1.08, 6,
+      [](double value, int decimals) { return fmt::format("+{:.{}f}%", value, decimals); });
+  const double left = svg::LeftEdge(y_axis);
   const double plot_width = svg::kRight - left;
   auto x_of = [&](int64_t bytes) {
     return left +
            std::clamp(static_cast<double>(bytes) / (x_top * x_unit.bytes), 0.0, 1.0) * plot_width;
   };
   auto y_of = [&](double overhead) {
-    return svg::kBottom - std::clamp(overhead * 100 / y_top, 0.0, 1.0) * svg::kPlotHeight;
+    return svg::kBottom - std::clamp(overhead * 100 / y_axis.top, 0.0, 1.0) * svg::kPlotHeight;
   };
 
   std::string svg = svg::Begin(title, left);
@@ -112,7 +105,7 @@ std::string SweepPlotSvg(std::vector<SweepPlotSeries> series, int64_t none_arena
   svg += svg::Subtitle(subtitle, left);
 
   // Grid and ticks first, so that the curves are drawn over them.
-  for (const auto& [value, label] : y_ticks) svg += svg::YTick(left, y_of(value / 100), label);
+  for (const auto& [value, label] : y_axis.ticks) svg += svg::YTick(left, y_of(value / 100), label);
   for (int i = 0; i * x_step <= x_top * (1 + 1e-9); ++i) {
     const double value = i * x_step;
     svg += svg::XTick(x_of(static_cast<int64_t>(value * x_unit.bytes)),
