@@ -331,6 +331,8 @@ class PySweep {
     return points;
   }
   const nlohmann::json& json() const { return json_; }
+  const session::Sweep& sweep() const { return sweep_; }
+  const session::PlanningSession& session() const { return *shared_->session; }
   void WritePlot(const std::string& path) const {
     Check(WriteFileAtomically(path, session::SweepPlot(*shared_->session, {&sweep_, 1}), "plot"));
   }
@@ -346,6 +348,24 @@ class PySweep {
   session::Sweep sweep_;
   nlohmann::json json_;
 };
+
+// Several sweeps of one workload (several policies) in one plot, as
+// `spillway sweep --policy a,b --plot` draws them.
+void WriteSweepPlot(const std::string& path, const std::vector<const PySweep*>& sweeps) {
+  if (sweeps.empty()) Raise(absl::InvalidArgumentError("write_sweep_plot needs a sweep"));
+  std::vector<session::Sweep> all;
+  const std::string workload = sweeps.front()->session().Describe(/*with_budget=*/false);
+  for (const PySweep* sweep : sweeps) {
+    if (sweep == nullptr) Raise(absl::InvalidArgumentError("write_sweep_plot: a sweep is None"));
+    if (const std::string other = sweep->session().Describe(/*with_budget=*/false);
+        other != workload) {
+      Raise(absl::InvalidArgumentError(fmt::format(
+          "write_sweep_plot: the sweeps plan different workloads: {} and {}", workload, other)));
+    }
+    all.push_back(sweep->sweep());
+  }
+  Check(WriteFileAtomically(path, session::SweepPlot(sweeps.front()->session(), all), "plot"));
+}
 
 // The planning keywords of plan(), compare() and train().
 struct PlanningKeywords {
@@ -946,6 +966,9 @@ PYBIND11_MODULE(_spillway, m) {
       "One policy at several budgets, the smallest first: `spillway sweep`. budgets=['8GiB', "
       "'12GiB'], or points budgets from from_share to to_share of the arena none needs "
       "('30%' to '100%', 8 points by default).");
+  m.def("write_sweep_plot", &WriteSweepPlot, py::arg("path"), py::arg("sweeps"),
+        "Write several sweeps of one workload (one a policy) as one SVG plot, as `spillway sweep "
+        "--policy a,b --plot` draws them.");
   m.def(
       "export",
       [](const PyWorkload& workload, const std::string& checkpoint, const std::string& out) {

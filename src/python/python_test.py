@@ -135,6 +135,18 @@ def test_sweep_gives_what_the_cli_gives(tmp_path):
     by_size = spillway.sweep(spillway.Workload(**workload), hardware="h200-141g-pcie5",
                              budgets=["90MiB", "70MiB"], progress=False)
     assert [p.budget_bytes for p in by_size.points] == [70 * 2**20, 90 * 2**20]
+    # Several policies in one plot, as sweep --policy swap,hybrid --plot draws them.
+    swap = spillway.sweep(spillway.Workload(**workload), policy="swap", hardware="h200-141g-pcie5",
+                          budgets=["90MiB", "70MiB"], progress=False)
+    spillway.write_sweep_plot(str(tmp_path / "both.svg"), [swap, by_size])
+    code, _, err = cli("sweep", *flags, "--budgets", "90MiB,70MiB", "--policy", "swap,hybrid",
+                       "--plot", str(tmp_path / "both_cli.svg"))
+    assert code == 0, err
+    assert (tmp_path / "both.svg").read_text() == (tmp_path / "both_cli.svg").read_text()
+    other = spillway.sweep(spillway.Workload(model="resnet18", image=64), budgets=["1GiB"],
+                           progress=False)
+    with pytest.raises(spillway.Error, match="different workloads"):
+        spillway.write_sweep_plot(str(tmp_path / "mixed.svg"), [swap, other])
     with pytest.raises(spillway.Error, match="not both"):
         spillway.sweep(spillway.Workload(**workload), budgets=["1GiB"], points=3)
     with pytest.raises(spillway.Error, match="--from '120%'"):

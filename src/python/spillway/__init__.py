@@ -49,6 +49,7 @@ from ._spillway import (  # noqa: E402
     plan,
     sweep,
     train,
+    write_sweep_plot,
 )
 
 __all__ = [
@@ -66,4 +67,5 @@ __all__ = [
     "plan",
     "sweep",
     "train",
+    "write_sweep_plot",
 ]
