@@ -54,16 +54,15 @@ def budgets(binary, workload):
     return [int(none_arena * (0.35 + 0.65 * k / (POINTS - 1))) for k in range(POINTS)]
 
 
-def alone(binary, workload):
-    """`hybrid`'s plan at each budget of the grid, planned alone: {budget: result}."""
-    return {budget: plan(binary, workload, "hybrid", budget)
-            for budget in budgets(binary, workload)}
+def alone(binary, workload, grid):
+    """`hybrid`'s plan at each budget of `grid`, planned alone: {budget: result}."""
+    return {budget: plan(binary, workload, "hybrid", budget) for budget in grid}
 
 
-def swept(binary, workload):
-    """The same, from one `spillway sweep` over the grid."""
+def swept(binary, workload, grid):
+    """The same, from one `spillway sweep` over `grid`."""
     out = subprocess.run([binary, "sweep", *workload, "--budgets",
-                          ",".join(map(str, budgets(binary, workload))), "--json"],
+                          ",".join(map(str, grid)), "--json"],
                          check=True, capture_output=True, text=True)
     return {point["budget_bytes"]: point for point in json.loads(out.stdout)["points"]}
 
@@ -109,13 +108,14 @@ def main():
     compared = 0
     for title, workload in WORKLOADS:
         for name, binary in binaries:
-            results = alone(binary, workload)
+            results = alone(binary, workload, budgets(binary, workload))
             result = monotonicity(results)
             totals[name] += len(result[1])
             lines.append("| " + " | ".join([title, name + ", one budget at a time",
                                             *cells(result)]) + " |")
             print(lines[-1], file=sys.stderr)
-        swept_results = swept(options.binary, workload)
+        # Over the grid of this planner, the last of `binaries`.
+        swept_results = swept(options.binary, workload, list(results))
         result = monotonicity(swept_results)
         totals["sweep"] += len(result[1])
         lines.append("| " + " | ".join([title, "this planner, in a sweep", *cells(result)]) + " |")

@@ -61,8 +61,9 @@ void PrintBound(std::ostream& out, const planner::PlanResult::Bound& bound,
   if (plan != nullptr && plan->feasible) {
     if (!refetching) {
       if (std::isfinite(bound.step_s)) {
-        fmt::print(out, "Gap          this plan is within {} of that bound\n",
-                   Percent(planner::GapToBound(plan->best.step_time_s(), bound.step_s)));
+        fmt::print(
+            out, "Gap          this plan is within {} of that bound\n",
+            FormatSignedPercent(planner::GapToBound(plan->best.step_time_s(), bound.step_s)));
       }
     } else {
       fmt::print(out,
@@ -137,7 +138,7 @@ void PrintPlan(std::ostream& out, const session::PlanningSession& session,
                            : std::string());
   fmt::print(out, "Step time    {:.4g} s predicted, none {:.4g} s: overhead {}\n",
              simulation.step_time_s, none.best.step_time_s(),
-             Percent(simulation.step_time_s / none.best.step_time_s() - 1.0));
+             FormatSignedPercent(simulation.step_time_s / none.best.step_time_s() - 1.0));
   const int refetched = plan.CountRefetched();
   fmt::print(out, "Transfers    {} to host, {} back ({} tensors spilled{})\n",
              FormatBytes(simulation.d2h_bytes), FormatBytes(simulation.h2d_bytes),
@@ -310,19 +311,21 @@ CommandRunner AddCompareCommand(CLI::App& app) {
         continue;
       }
       const sim::SimulationResult& s = result.best.simulation;
-      const std::string versus = swap != nullptr && swap->feasible
-                                     ? Percent(swap->best.step_time_s() / s.step_time_s - 1.0)
-                                     : "-";
-      fmt::print(out,
-                 "{:<15} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}{}\n",
-                 result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
-                 Percent(s.step_time_s / none.best.step_time_s() - 1.0), versus,
-                 s.streams[0].stall_s, FormatBytes(s.d2h_bytes), FormatBytes(s.h2d_bytes),
-                 FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s,
-                 !bound_s.has_value() ? ""
-                 : planner::BoundCovers(result.best.plan)
-                     ? fmt::format(" {:>9}", Percent(planner::GapToBound(s.step_time_s, *bound_s)))
-                     : fmt::format(" {:>9}", "-"));
+      const std::string versus =
+          swap != nullptr && swap->feasible
+              ? FormatSignedPercent(swap->best.step_time_s() / s.step_time_s - 1.0)
+              : "-";
+      fmt::print(
+          out, "{:<15} {:>10} {:>10.4g} {:>10} {:>9} {:>9.3g} {:>10} {:>10} {:>10} {:>9.2f}{}\n",
+          result.policy, FormatBytes(result.best.arena_bytes()), s.step_time_s,
+          FormatSignedPercent(s.step_time_s / none.best.step_time_s() - 1.0), versus,
+          s.streams[0].stall_s, FormatBytes(s.d2h_bytes), FormatBytes(s.h2d_bytes),
+          FormatCount(static_cast<double>(s.recompute_flops)) + "F", result.planning_s,
+          !bound_s.has_value() ? ""
+          : planner::BoundCovers(result.best.plan)
+              ? fmt::format(" {:>9}",
+                            FormatSignedPercent(planner::GapToBound(s.step_time_s, *bound_s)))
+              : fmt::format(" {:>9}", "-"));
       uncovered = uncovered || !planner::BoundCovers(result.best.plan);
     }
     for (const std::string& name : comparison.not_run) {

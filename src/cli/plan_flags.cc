@@ -1,7 +1,5 @@
 #include "cli/plan_flags.h"
 
-#include <cmath>
-
 #include "cli/option_validators.h"
 #include "fmt/format.h"
 
@@ -78,13 +76,6 @@ session::PlanningRequest MakeRequest(const PlanFlags& flags) {
   request.host_link = !flags.no_link;
   request.costs = flags.costs;
   return request;
-}
-
-std::string Percent(double fraction) {
-  // Rounded first, so that a step a hair faster than none's (summed in
-  // another order) reads +0.0%, not -0.0%.
-  const double tenths = std::round(1000.0 * fraction);
-  return fmt::format("{:+.1f}%", (tenths == 0 ? 0.0 : tenths) / 10);
 }
 
 }  // namespace spillway::cli

@@ -58,8 +58,4 @@ class TerminalObserver final : public session::PlanningObserver {
   PlanningProgress progress_;
 };
 
-// "+12.3%": a step's overhead or speedup, rounded so that a hair below zero
-// reads +0.0%.
-std::string Percent(double fraction);
-
 }  // namespace spillway::cli

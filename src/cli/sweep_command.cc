@@ -63,7 +63,7 @@ void PrintSweep(std::ostream& out, const session::Sweep& sweep) {
     const sim::SimulationResult& s = result.best.simulation;
     fmt::print(out, "{:>10} {:>8} {:>10} {:>10.4g} {:>9} {:>10} {:>10} {:>9.2f}  {}\n",
                FormatBytes(point.budget_bytes), share, FormatBytes(result.best.arena_bytes()),
-               s.step_time_s, Percent(s.step_time_s / none.best.step_time_s() - 1.0),
+               s.step_time_s, FormatSignedPercent(s.step_time_s / none.best.step_time_s() - 1.0),
                FormatBytes(s.d2h_bytes), FormatCount(static_cast<double>(s.recompute_flops)) + "F",
                result.planning_s,
                point.carried_from_bytes >= 0 ? FormatBytes(point.carried_from_bytes)
@@ -141,7 +141,9 @@ CommandRunner AddSweepCommand(CLI::App& app) {
     }
     if (!flags->plot_path.empty()) {
       OutputFiles files;
-      RETURN_IF_ERROR(files.Add(flags->plot_path, session::SweepPlot(*session, sweeps), "plot"));
+      std::vector<const session::Sweep*> drawn;
+      for (const session::Sweep& sweep : sweeps) drawn.push_back(&sweep);
+      RETURN_IF_ERROR(files.Add(flags->plot_path, session::SweepPlot(*session, drawn), "plot"));
       RETURN_IF_ERROR(files.Commit());
     }
     if (flags->plan.json) {

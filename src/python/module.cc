@@ -317,7 +317,7 @@ class PySweep {
         json_(session::SweepToJson(*shared_->session, sweep_)) {}
 
   py::object Field(const std::string& name) const {
-    if (name == "points" || !json_.contains(name)) {
+    if (!json_.contains(name)) {
       throw py::attribute_error(fmt::format("Sweep has no field '{}'", name));
     }
     return JsonToPython(json_[name]);
@@ -334,7 +334,8 @@ class PySweep {
   const session::Sweep& sweep() const { return sweep_; }
   const session::PlanningSession& session() const { return *shared_->session; }
   void WritePlot(const std::string& path) const {
-    Check(WriteFileAtomically(path, session::SweepPlot(*shared_->session, {&sweep_, 1}), "plot"));
+    const session::Sweep* const self = &sweep_;
+    Check(WriteFileAtomically(path, session::SweepPlot(*shared_->session, {&self, 1}), "plot"));
   }
   std::string Repr() const {
     return fmt::format(
@@ -353,7 +354,7 @@ class PySweep {
 // `spillway sweep --policy a,b --plot` draws them.
 void WriteSweepPlot(const std::string& path, const std::vector<const PySweep*>& sweeps) {
   if (sweeps.empty()) Raise(absl::InvalidArgumentError("write_sweep_plot needs a sweep"));
-  std::vector<session::Sweep> all;
+  std::vector<const session::Sweep*> all;
   const std::string workload = sweeps.front()->session().Describe(/*with_budget=*/false);
   for (const PySweep* sweep : sweeps) {
     if (sweep == nullptr) Raise(absl::InvalidArgumentError("write_sweep_plot: a sweep is None"));
@@ -362,7 +363,7 @@ void WriteSweepPlot(const std::string& path, const std::vector<const PySweep*>& 
       Raise(absl::InvalidArgumentError(fmt::format(
           "write_sweep_plot: the sweeps plan different workloads: {} and {}", workload, other)));
     }
-    all.push_back(sweep->sweep());
+    all.push_back(&sweep->sweep());
   }
   Check(WriteFileAtomically(path, session::SweepPlot(sweeps.front()->session(), all), "plot"));
 }

@@ -68,8 +68,10 @@ void Carry(const SweepPoint& below, SweepPoint& point) {
 
 }  // namespace
 
-absl::Status CheckSweepBudgets(const SweepBudgets& budgets) {
-  if (!budgets.sizes.empty()) return absl::OkStatus();
+namespace {
+
+// The shares of a sweep without sizes, checked: (from, to).
+absl::StatusOr<std::pair<double, double>> Shares(const SweepBudgets& budgets) {
   ASSIGN_OR_RETURN(const double from, ParseShare("--from", budgets.from));
   ASSIGN_OR_RETURN(const double to, ParseShare("--to", budgets.to));
   if (from > to) {
@@ -84,18 +86,23 @@ absl::Status CheckSweepBudgets(const SweepBudgets& budgets) {
     return absl::InvalidArgumentError(
         "--points 1 needs --from and --to equal; give 2 or more points");
   }
-  return absl::OkStatus();
+  return std::pair(from, to);
+}
+
+}  // namespace
+
+absl::Status CheckSweepBudgets(const SweepBudgets& budgets) {
+  if (!budgets.sizes.empty()) return absl::OkStatus();
+  return Shares(budgets).status();
 }
 
 absl::StatusOr<std::vector<int64_t>> ResolveBudgets(PlanningSession& session,
                                                     const SweepBudgets& budgets) {
-  RETURN_IF_ERROR(CheckSweepBudgets(budgets));
   std::vector<int64_t> bytes;
   if (budgets.sizes.empty()) {
+    ASSIGN_OR_RETURN(const auto shares, Shares(budgets));
     ASSIGN_OR_RETURN(const planner::PlanResult none, session.Run("none"));
-    ASSIGN_OR_RETURN(const double from, ParseShare("--from", budgets.from));
-    ASSIGN_OR_RETURN(const double to, ParseShare("--to", budgets.to));
-    return SpacedBudgets(none.best.arena_bytes(), from, to, budgets.points);
+    return SpacedBudgets(none.best.arena_bytes(), shares.first, shares.second, budgets.points);
   }
   for (const std::string& text : budgets.sizes) {
     absl::StatusOr<int64_t> budget = planner::ParseBudget(text, session.profile());
@@ -176,10 +183,11 @@ nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep) {
           {"points", std::move(points)}};
 }
 
-std::string SweepPlot(const PlanningSession& session, std::span<const Sweep> sweeps) {
+std::string SweepPlot(const PlanningSession& session, std::span<const Sweep* const> sweeps) {
   std::vector<sim::SweepPlotSeries> series;
   int64_t none_arena = 0;
-  for (const Sweep& sweep : sweeps) {
+  for (const Sweep* each : sweeps) {
+    const Sweep& sweep = *each;
     sim::SweepPlotSeries& one = series.emplace_back();
     one.name = sweep.policy;
     const double none_s = sweep.none.best.step_time_s();
@@ -194,7 +202,7 @@ std::string SweepPlot(const PlanningSession& session, std::span<const Sweep> swe
   const std::string workload = session.Describe(/*with_budget=*/false);
   return sim::SweepPlotSvg(
       std::move(series), none_arena,
-      sweeps.size() == 1 ? fmt::format("{}: {}", sweeps[0].policy, workload) : workload);
+      sweeps.size() == 1 ? fmt::format("{}: {}", sweeps[0]->policy, workload) : workload);
 }
 
 }  // namespace spillway::session

@@ -88,6 +88,6 @@ nlohmann::json SweepToJson(const PlanningSession& session, const Sweep& sweep);
 // Sweeps of the session's workload as `spillway sweep --plot` draws them
 // (sim/sweep_plot.h): each policy's overhead over none against the budget,
 // titled with the workload (and the policy, where there is one).
-std::string SweepPlot(const PlanningSession& session, std::span<const Sweep> sweeps);
+std::string SweepPlot(const PlanningSession& session, std::span<const Sweep* const> sweeps);
 
 }  // namespace spillway::session

@@ -20,12 +20,6 @@ constexpr std::string_view kNoneColor = "#7f7f7f";
 
 std::string_view ColorOf(size_t series) { return kSeriesColors[series % kSeriesColors.size()]; }
 
-// "+4.2%", and +0.0% for a step a hair faster than the unconstrained one.
-std::string Percent(double fraction) {
-  const double tenths = std::round(1000.0 * fraction);
-  return fmt::format("{:+.1f}%", (tenths == 0 ? 0.0 : tenths) / 10);
-}
-
 // A cross centred on (x, y): a budget no plan of the series fits.
 std::string Cross(double x, double y, std::string_view color) {
   return fmt::format(
@@ -92,8 +86,8 @@ std::string SweepPlotSvg(std::vector<SweepPlotSeries> series, int64_t none_arena
     subtitle = fmt::format("{} of {} budgets have a plan", feasible, points.size());
     if (const auto first = std::ranges::find_if(points, &SweepPlotPoint::feasible);
         first != points.end()) {
-      subtitle +=
-          fmt::format("; at {}: {}", FormatBytes(first->budget_bytes), Percent(first->overhead));
+      subtitle += fmt::format("; at {}: {}", FormatBytes(first->budget_bytes),
+                              FormatSignedPercent(first->overhead));
     }
   } else {
     subtitle = fmt::format("{} policies at up to {} budgets", series.size(), budgets);

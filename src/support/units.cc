@@ -68,6 +68,11 @@ std::string FormatCount(double count) {
   return ThreeDigits(value, kUnits[unit]);
 }
 
+std::string FormatSignedPercent(double fraction) {
+  const double tenths = std::round(1000.0 * fraction);
+  return fmt::format("{:+.1f}%", (tenths == 0 ? 0.0 : tenths) / 10);
+}
+
 absl::StatusOr<int64_t> ParseBytes(std::string_view text) {
   const std::string_view trimmed = Trim(text);
   // The number: digits with an optional fraction and exponent ("1.5", "4e9");

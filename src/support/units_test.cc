@@ -14,6 +14,15 @@ TEST(FormatBytes, UsesBinaryUnitsWithThreeDigits) {
   EXPECT_EQ(FormatBytes(-2048), "-2.00 KiB");
 }
 
+TEST(FormatSignedPercent, RoundsToATenthAndNeverReadsMinusZero) {
+  EXPECT_EQ(FormatSignedPercent(0.042), "+4.2%");
+  EXPECT_EQ(FormatSignedPercent(-0.007), "-0.7%");
+  EXPECT_EQ(FormatSignedPercent(1.0285), "+102.8%");
+  EXPECT_EQ(FormatSignedPercent(0), "+0.0%");
+  EXPECT_EQ(FormatSignedPercent(-1e-12), "+0.0%");
+  EXPECT_EQ(FormatSignedPercent(-0.0004), "+0.0%");
+}
+
 TEST(FormatCount, UsesDecimalUnits) {
   EXPECT_EQ(FormatCount(950), "950");
   EXPECT_EQ(FormatCount(25557032), "25.6 M");
