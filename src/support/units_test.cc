@@ -17,7 +17,7 @@ TEST(FormatBytes, UsesBinaryUnitsWithThreeDigits) {
 TEST(FormatSignedPercent, RoundsToATenthAndNeverReadsMinusZero) {
   EXPECT_EQ(FormatSignedPercent(0.042), "+4.2%");
   EXPECT_EQ(FormatSignedPercent(-0.007), "-0.7%");
-  EXPECT_EQ(FormatSignedPercent(1.0285), "+102.8%");
+  EXPECT_EQ(FormatSignedPercent(1.028), "+102.8%");
   EXPECT_EQ(FormatSignedPercent(0), "+0.0%");
   EXPECT_EQ(FormatSignedPercent(-1e-12), "+0.0%");
   EXPECT_EQ(FormatSignedPercent(-0.0004), "+0.0%");
