@@ -12,7 +12,8 @@
 
 namespace spillway::program {
 
-BestFitHeap::BestFitHeap(int64_t alignment) : alignment_(alignment) {
+BestFitHeap::BestFitHeap(int64_t alignment, int64_t give_up_above)
+    : alignment_(alignment), give_up_above_(give_up_above) {
   SPILLWAY_CHECK(alignment > 0, "heap alignment must be positive");
 }
 
@@ -23,6 +24,7 @@ int64_t BestFitHeap::RoundUp(int64_t bytes) const {
 void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
   SPILLWAY_CHECK(bytes >= 0, "a buffer cannot have negative size");
   SPILLWAY_CHECK(buffer >= 0, "a buffer id cannot be negative");
+  if (gave_up()) return;
   const auto id = static_cast<size_t>(buffer);
   if (id >= live_.size()) live_.resize(id + 1, Block{0, -1});
   SPILLWAY_CHECK(live_[id].bytes < 0, "buffer allocated twice without a free in between");
@@ -71,6 +73,7 @@ void BestFitHeap::Alloc(int32_t buffer, int64_t bytes) {
 }
 
 void BestFitHeap::Free(int32_t buffer) {
+  if (gave_up()) return;  // its Alloc may not have been recorded
   const auto id = static_cast<size_t>(buffer);
   SPILLWAY_CHECK(buffer >= 0 && id < live_.size() && live_[id].bytes >= 0,
                  "freeing a buffer that is not live");
@@ -108,15 +111,21 @@ void BestFitHeap::Free(int32_t buffer) {
   }
 }
 
+absl::btree_map<int32_t, int64_t> HeapLayout::Offsets() const {
+  absl::btree_map<int32_t, int64_t> offsets;
+  // Ids usually rise in Alloc order, which the hint makes cheap.
+  for (const auto& [buffer, offset] : placements) {
+    offsets.insert_or_assign(offsets.end(), buffer, offset);
+  }
+  return offsets;
+}
+
 HeapLayout BestFitHeap::Finish() {
   HeapLayout layout;
   layout.arena_bytes = arena_bytes_;
   layout.alignment = alignment_;
-  // A buffer id that is freed and allocated again keeps its latest placement,
-  // written last. Ids usually rise in Alloc order, which the hint makes cheap.
-  for (const auto& [buffer, offset] : placements_) {
-    layout.offsets.insert_or_assign(layout.offsets.end(), buffer, offset);
-  }
+  layout.complete = !gave_up();
+  if (layout.complete) layout.placements = placements_;
   return layout;
 }
 
@@ -440,10 +449,10 @@ HeapLayout DecreasingSizeBestFitHeap::Finish() {
   HeapLayout layout;
   layout.arena_bytes = arena_bytes;
   layout.alignment = alignment_;
-  // Intervals are in Alloc order, so an id's latest Alloc is written last.
-  // Ids usually rise in that order, which the hint makes cheap.
+  // Intervals are in Alloc order, as placements are.
+  layout.placements.reserve(intervals_.size());
   for (size_t i = 0; i < intervals_.size(); ++i) {
-    layout.offsets.insert_or_assign(layout.offsets.end(), intervals_[i].buffer, offsets[i]);
+    layout.placements.emplace_back(intervals_[i].buffer, offsets[i]);
   }
   return layout;
 }

@@ -26,14 +26,20 @@ inline constexpr int64_t kArenaAlignment = 256;
 struct HeapLayout {
   // B-trees and flat hash maps, not node-based containers, in what a planner
   // builds for each of thousands of candidates.
-  absl::btree_map<int32_t, int64_t> offsets;  // buffer id -> offset
-  int64_t arena_bytes = 0;                    // the end of the highest buffer
-  int64_t alignment = 1;                      // every offset is a multiple of it
+  // (buffer id, offset), in the order the buffers were allocated: an id
+  // allocated again after its free appears again, its latest placement last.
+  // Offsets() gives the id -> offset map this describes.
+  std::vector<std::pair<int32_t, int64_t>> placements;
+  int64_t arena_bytes = 0;  // the end of the highest buffer
+  int64_t alignment = 1;    // every offset is a multiple of it
   // False when the algorithm gave up part way, as soon as the arena passed a
-  // size its caller would reject (DecreasingSizeBestFitHeap's
-  // `give_up_above`): arena_bytes is then past that size, and the offsets
-  // are not all there. Such a layout is for rejecting, never for applying.
+  // size its caller would reject (the heaps' `give_up_above`): arena_bytes
+  // is then past that size, and the placements are not all there. Such a
+  // layout is for rejecting, never for applying.
   bool complete = true;
+
+  // Each buffer's latest placement.
+  absl::btree_map<int32_t, int64_t> Offsets() const;
 };
 
 class HeapAlgorithm {
@@ -42,18 +48,29 @@ class HeapAlgorithm {
   virtual void Alloc(int32_t buffer, int64_t bytes) = 0;
   virtual void Free(int32_t buffer) = 0;
   virtual HeapLayout Finish() = 0;
+  // True once the algorithm has given up (HeapLayout::complete): the calls
+  // after that change nothing, so a caller may stop making them.
+  virtual bool gave_up() const { return false; }
 };
 
 // Best fit: each allocation takes the smallest free gap that holds it (ties:
 // the lowest offset); with no gap large enough it goes at the end of the arena,
 // growing into a free gap that touches the end if there is one. Offsets are
 // aligned to `alignment` bytes (256, cudaMalloc's alignment).
+//
+// The arena only grows, so a caller that keeps the layout only if its arena
+// is at most some size can say so (`give_up_above`): the heap gives up at the
+// first Alloc that takes the arena past it, and Finish returns an incomplete
+// layout whose arena_bytes is past it. A layout that fits comes out exactly
+// as without the limit.
 class BestFitHeap final : public HeapAlgorithm {
  public:
-  explicit BestFitHeap(int64_t alignment = kArenaAlignment);
+  explicit BestFitHeap(int64_t alignment = kArenaAlignment,
+                       int64_t give_up_above = std::numeric_limits<int64_t>::max());
   void Alloc(int32_t buffer, int64_t bytes) override;
   void Free(int32_t buffer) override;
   HeapLayout Finish() override;
+  bool gave_up() const override { return arena_bytes_ > give_up_above_; }
 
  private:
   struct Block {
@@ -63,6 +80,7 @@ class BestFitHeap final : public HeapAlgorithm {
   int64_t RoundUp(int64_t bytes) const;
 
   int64_t alignment_;
+  int64_t give_up_above_;
   // The free gaps below the top, by offset; no two touch and none reaches
   // `end_`. A flat vector, scanned for the best fit up to the first gap of
   // exactly the size (a repeated layer's tensors often find one): a step's

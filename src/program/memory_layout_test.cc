@@ -33,7 +33,7 @@ TEST(BestFitHeap, ReusesAFreedGap) {
   heap.Free(1);
   heap.Alloc(3, 512);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
   EXPECT_EQ(layout.arena_bytes, 3072);
 }
 
@@ -52,8 +52,8 @@ TEST(BestFitHeap, PicksTheSmallestGapThatFits) {
   heap.Alloc(5, 512);
   heap.Alloc(6, 1024);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(5), 1280);
-  EXPECT_EQ(layout.offsets.at(6), 0);
+  EXPECT_EQ(layout.Offsets().at(5), 1280);
+  EXPECT_EQ(layout.Offsets().at(6), 0);
   EXPECT_EQ(layout.arena_bytes, 2048);
 }
 
@@ -67,7 +67,7 @@ TEST(BestFitHeap, SkipsGapsThatAreTooSmall) {
   heap.Free(2);
   heap.Alloc(4, 512);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(4), 768);
+  EXPECT_EQ(layout.Offsets().at(4), 768);
   EXPECT_EQ(layout.arena_bytes, 1280);
 }
 
@@ -81,8 +81,8 @@ TEST(BestFitHeap, EqualGapsGoToTheLowestOffset) {
   heap.Alloc(6, 256);
   heap.Alloc(7, 256);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(6), 256);
-  EXPECT_EQ(layout.offsets.at(7), 768);
+  EXPECT_EQ(layout.Offsets().at(6), 256);
+  EXPECT_EQ(layout.Offsets().at(7), 768);
   EXPECT_EQ(layout.arena_bytes, 1280);
 }
 
@@ -97,7 +97,7 @@ TEST(BestFitHeap, CoalescesAFreedBlockWithBothNeighbours) {
   heap.Free(2);
   heap.Alloc(6, 768);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(6), 0);
+  EXPECT_EQ(layout.Offsets().at(6), 0);
   EXPECT_EQ(layout.arena_bytes, 1280);
 }
 
@@ -118,9 +118,9 @@ TEST(BestFitHeap, CoalescesWithTheGapAboveOrBelowAlone) {
   heap.Free(6);
   heap.Alloc(8, 1024);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(6), 256);
-  EXPECT_EQ(layout.offsets.at(7), 1280);
-  EXPECT_EQ(layout.offsets.at(8), 0);
+  EXPECT_EQ(layout.Offsets().at(6), 256);
+  EXPECT_EQ(layout.Offsets().at(7), 1280);
+  EXPECT_EQ(layout.Offsets().at(8), 0);
   EXPECT_EQ(layout.arena_bytes, 1792);
 }
 
@@ -136,7 +136,7 @@ TEST(BestFitHeap, GrowsIntoTheFreeSpaceAtTheTop) {
   heap.Free(3);
   heap.Alloc(4, 2048);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(4), 256);
+  EXPECT_EQ(layout.Offsets().at(4), 256);
   EXPECT_EQ(layout.arena_bytes, 2304);
 }
 
@@ -151,7 +151,7 @@ TEST(BestFitHeap, FreeingTheTopBlockAlsoReleasesTheGapBelowIt) {
   heap.Free(3);
   heap.Alloc(4, 1024);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(4), 256);
+  EXPECT_EQ(layout.Offsets().at(4), 256);
   EXPECT_EQ(layout.arena_bytes, 1280);
 }
 
@@ -162,7 +162,7 @@ TEST(BestFitHeap, RoundsSizesUpToTheAlignment) {
   heap.Alloc(2, 65);
   heap.Alloc(3, 64);
   HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 64), Pair(3, 192)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 64), Pair(3, 192)));
   EXPECT_EQ(layout.arena_bytes, 256);
 
   // Alignment 1 packs bytes exactly.
@@ -170,7 +170,7 @@ TEST(BestFitHeap, RoundsSizesUpToTheAlignment) {
   packed.Alloc(1, 3);
   packed.Alloc(2, 5);
   layout = packed.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 3)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 3)));
   EXPECT_EQ(layout.arena_bytes, 8);
 }
 
@@ -183,7 +183,7 @@ TEST(BestFitHeap, RoundedSizeDecidesWhichGapFits) {
   heap.Free(1);
   heap.Alloc(3, 200);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(3), 0);
+  EXPECT_EQ(layout.Offsets().at(3), 0);
   EXPECT_EQ(layout.arena_bytes, 512);
 }
 
@@ -203,7 +203,7 @@ TEST(BestFitHeap, ZeroByteBuffersSitAtZeroAndNeverGrowTheArena) {
   heap.Free(1);
   heap.Free(4);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets,
+  EXPECT_THAT(layout.Offsets(),
               ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 256), Pair(4, 0), Pair(5, 0)));
   EXPECT_EQ(layout.arena_bytes, 512);
 }
@@ -218,7 +218,7 @@ TEST(BestFitHeap, ArenaIsTheHighestTopEverReached) {
   heap.Free(1);
   heap.Alloc(3, 256);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(3), 0);
+  EXPECT_EQ(layout.Offsets().at(3), 0);
   EXPECT_EQ(layout.arena_bytes, 2048);
 }
 
@@ -229,7 +229,7 @@ TEST(BestFitHeap, FinishReportsLiveAndFreedBuffers) {
   heap.Alloc(3, 256);
   heap.Free(7);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(3, 512), Pair(7, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(3, 512), Pair(7, 0)));
   EXPECT_EQ(layout.arena_bytes, 768);
 }
 
@@ -241,14 +241,14 @@ TEST(BestFitHeap, AnIdAllocatedAgainAfterFreeKeepsItsLatestPlacement) {
   heap.Free(1);
   heap.Alloc(1, 512);
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets.at(1), 512);
+  EXPECT_EQ(layout.Offsets().at(1), 512);
   EXPECT_EQ(layout.arena_bytes, 1024);
 }
 
 TEST(BestFitHeap, EmptyHeapHasAnEmptyLayout) {
   BestFitHeap heap;
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, IsEmpty());
+  EXPECT_THAT(layout.Offsets(), IsEmpty());
   EXPECT_EQ(layout.arena_bytes, 0);
 }
 
@@ -262,7 +262,7 @@ TEST(HeapCallRecorder, RecordsCallsWithoutAnInnerHeap) {
   recorder.Free(9);
   EXPECT_THAT(recorder.calls(), ElementsAre("alloc 3 1000", "alloc 4 0", "free 3", "free 9"));
   const HeapLayout layout = recorder.Finish();
-  EXPECT_THAT(layout.offsets, IsEmpty());
+  EXPECT_THAT(layout.Offsets(), IsEmpty());
   EXPECT_EQ(layout.arena_bytes, 0);
 }
 
@@ -277,7 +277,7 @@ TEST(HeapCallRecorder, ForwardsToTheInnerHeap) {
   EXPECT_THAT(recorder.calls(),
               ElementsAre("alloc 1 1000", "alloc 2 2000", "free 1", "alloc 3 512"));
   const HeapLayout layout = recorder.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
   EXPECT_EQ(layout.arena_bytes, 3072);
 }
 
@@ -352,7 +352,7 @@ TEST(BestFitHeap, RandomOperationsKeepLiveBuffersApartAndMatchAReference) {
       const int64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
       heap.Alloc(id, bytes);
       const int64_t expected = reference.Alloc(id, bytes);
-      const int64_t offset = heap.Finish().offsets.at(id);
+      const int64_t offset = heap.Finish().Offsets().at(id);
       ASSERT_EQ(offset, expected) << "operation " << op << ": alloc " << id << " " << bytes;
       live[id] = {offset, rounded};
       last_offset[id] = offset;
@@ -387,7 +387,7 @@ TEST(BestFitHeap, RandomOperationsKeepLiveBuffersApartAndMatchAReference) {
   }
 
   const HeapLayout layout = heap.Finish();
-  EXPECT_EQ(layout.offsets, last_offset);
+  EXPECT_EQ(layout.Offsets(), last_offset);
   EXPECT_GT(peak_live_bytes, 0);
 }
 
@@ -443,14 +443,14 @@ TEST(DecreasingSizeBestFitHeap, PlacesLargeBuffersFirstAndBeatsOnlineBestFit) {
   // leaves cannot hold 3, which goes on top at 512: arena 1024.
   BestFitHeap online;
   const HeapLayout online_layout = replay(online);
-  EXPECT_THAT(online_layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 256), Pair(3, 512)));
+  EXPECT_THAT(online_layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 256), Pair(3, 512)));
   EXPECT_EQ(online_layout.arena_bytes, 1024);
   // Largest first: 3 at 0. Then 1 (earlier of the 256s), which does not
   // overlap 3 in time, also at 0. Then 2, which overlaps both: on top of them,
   // at 512. Arena 768.
   DecreasingSizeBestFitHeap global;
   const HeapLayout global_layout = replay(global);
-  EXPECT_THAT(global_layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 512), Pair(3, 0)));
+  EXPECT_THAT(global_layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 512), Pair(3, 0)));
   EXPECT_EQ(global_layout.arena_bytes, 768);
 }
 
@@ -471,7 +471,7 @@ TEST(DecreasingSizeBestFitHeap, PicksTheSmallestGapThatFits) {
   heap.Free(3);
   heap.Alloc(5, 512);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets,
+  EXPECT_THAT(layout.Offsets(),
               ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 1536), Pair(4, 2048), Pair(5, 1536)));
   EXPECT_EQ(layout.arena_bytes, 2560);
 }
@@ -488,7 +488,7 @@ TEST(DecreasingSizeBestFitHeap, EqualGapsGoToTheLowestOffset) {
   heap.Free(3);
   heap.Alloc(5, 512);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets,
+  EXPECT_THAT(layout.Offsets(),
               ElementsAre(Pair(1, 0), Pair(2, 512), Pair(3, 1024), Pair(4, 1536), Pair(5, 0)));
   EXPECT_EQ(layout.arena_bytes, 2048);
 }
@@ -504,7 +504,7 @@ TEST(DecreasingSizeBestFitHeap, GoesOnTopOfTheOverlappingBuffersBelowTheArenaTop
   heap.Alloc(2, 512);
   heap.Alloc(3, 256);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 512)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 512)));
   EXPECT_EQ(layout.arena_bytes, 1024);
 }
 
@@ -525,7 +525,7 @@ TEST(DecreasingSizeBestFitHeap, SkipsGapsThatAreTooSmall) {
   heap.Free(4);
   heap.Alloc(1, 1280);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 1280), Pair(4, 2304)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 1280), Pair(4, 2304)));
   EXPECT_EQ(layout.arena_bytes, 2816);
 }
 
@@ -537,7 +537,7 @@ TEST(DecreasingSizeBestFitHeap, AFreeBeforeAnAllocLetsThemShareBytes) {
   heap.Free(1);
   heap.Alloc(2, 1024);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 0)));
   EXPECT_EQ(layout.arena_bytes, 1024);
 }
 
@@ -550,7 +550,7 @@ TEST(DecreasingSizeBestFitHeap, AnAllocBeforeAFreeKeepsThemApart) {
   heap.Alloc(2, 1024);
   heap.Free(1);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 1024)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 1024)));
   EXPECT_EQ(layout.arena_bytes, 2048);
 }
 
@@ -565,7 +565,7 @@ TEST(DecreasingSizeBestFitHeap, ABufferFreedRightAfterItsAllocIsStillLiveForOneT
   heap.Free(1);
   heap.Alloc(3, 1024);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 1024), Pair(3, 0)));
   EXPECT_EQ(layout.arena_bytes, 1280);
 }
 
@@ -579,7 +579,7 @@ TEST(DecreasingSizeBestFitHeap, BuffersNeverFreedAreLiveToTheEnd) {
   heap.Free(2);
   heap.Alloc(3, 256);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 256), Pair(3, 256)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 256), Pair(3, 256)));
   EXPECT_EQ(layout.arena_bytes, 512);
 }
 
@@ -589,11 +589,11 @@ TEST(DecreasingSizeBestFitHeap, FinishCanBeCalledAgainAfterMoreCalls) {
   DecreasingSizeBestFitHeap heap;
   heap.Alloc(1, 512);
   HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0)));
   EXPECT_EQ(layout.arena_bytes, 512);
   heap.Alloc(2, 1024);
   layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 1024), Pair(2, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 1024), Pair(2, 0)));
   EXPECT_EQ(layout.arena_bytes, 1536);
 }
 
@@ -605,7 +605,7 @@ TEST(DecreasingSizeBestFitHeap, RoundsSizesUpToTheAlignment) {
   heap.Alloc(2, 65);
   heap.Alloc(3, 64);
   HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 128), Pair(2, 0), Pair(3, 192)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 128), Pair(2, 0), Pair(3, 192)));
   EXPECT_EQ(layout.arena_bytes, 256);
 
   // Alignment 1 packs bytes exactly: 5 first at 0, then 3 at 5.
@@ -613,7 +613,7 @@ TEST(DecreasingSizeBestFitHeap, RoundsSizesUpToTheAlignment) {
   packed.Alloc(1, 3);
   packed.Alloc(2, 5);
   layout = packed.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 5), Pair(2, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 5), Pair(2, 0)));
   EXPECT_EQ(layout.arena_bytes, 8);
 }
 
@@ -625,7 +625,7 @@ TEST(DecreasingSizeBestFitHeap, EqualSizesGoInAllocOrderNotIdOrder) {
   heap.Alloc(4, 200);
   heap.Alloc(7, 1);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(4, 256), Pair(7, 512), Pair(9, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(4, 256), Pair(7, 512), Pair(9, 0)));
   EXPECT_EQ(layout.arena_bytes, 768);
 }
 
@@ -634,7 +634,7 @@ TEST(DecreasingSizeBestFitHeap, ZeroByteBuffersSitAtZeroAndNeverGrowTheArena) {
   DecreasingSizeBestFitHeap alone;
   alone.Alloc(1, 0);
   HeapLayout layout = alone.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0)));
   EXPECT_EQ(layout.arena_bytes, 0);
 
   // t0 alloc 1 (0), t1 alloc 2 (256), t2 alloc 3 (256), t3 free 2, t4 alloc 4
@@ -651,7 +651,7 @@ TEST(DecreasingSizeBestFitHeap, ZeroByteBuffersSitAtZeroAndNeverGrowTheArena) {
   heap.Free(1);
   heap.Free(4);
   layout = heap.Finish();
-  EXPECT_THAT(layout.offsets,
+  EXPECT_THAT(layout.Offsets(),
               ElementsAre(Pair(1, 0), Pair(2, 0), Pair(3, 256), Pair(4, 0), Pair(5, 0)));
   EXPECT_EQ(layout.arena_bytes, 512);
 }
@@ -669,7 +669,7 @@ TEST(DecreasingSizeBestFitHeap, AnIdAllocatedAgainReportsItsLatestAlloc) {
   heap.Free(2);
   heap.Alloc(1, 2048);
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, ElementsAre(Pair(1, 0), Pair(2, 0)));
+  EXPECT_THAT(layout.Offsets(), ElementsAre(Pair(1, 0), Pair(2, 0)));
   EXPECT_EQ(layout.arena_bytes, 2048);
 
   // t0 alloc 1 (256), t1 free 1, t2 alloc 2 (1024), t3 alloc 1 (256): the
@@ -680,14 +680,14 @@ TEST(DecreasingSizeBestFitHeap, AnIdAllocatedAgainReportsItsLatestAlloc) {
   again.Alloc(2, 1024);
   again.Alloc(1, 256);
   const HeapLayout again_layout = again.Finish();
-  EXPECT_THAT(again_layout.offsets, ElementsAre(Pair(1, 1024), Pair(2, 0)));
+  EXPECT_THAT(again_layout.Offsets(), ElementsAre(Pair(1, 1024), Pair(2, 0)));
   EXPECT_EQ(again_layout.arena_bytes, 1280);
 }
 
 TEST(DecreasingSizeBestFitHeap, EmptyHeapHasAnEmptyLayout) {
   DecreasingSizeBestFitHeap heap;
   const HeapLayout layout = heap.Finish();
-  EXPECT_THAT(layout.offsets, IsEmpty());
+  EXPECT_THAT(layout.Offsets(), IsEmpty());
   EXPECT_EQ(layout.arena_bytes, 0);
 }
 
@@ -875,11 +875,12 @@ TEST(DecreasingSizeBestFitHeap, RandomCallsKeepOverlappingBuffersApartAndMatchAR
       DecreasingSizeBestFitHeap heap(alignment);
       const RandomRun run = RandomCalls(heap, seed, 1500, alignment, /*reuse_ids=*/false);
       const HeapLayout layout = heap.Finish();
-      ASSERT_EQ(layout.offsets.size(), run.lives.size());
+      const auto by_buffer = layout.Offsets();
+      ASSERT_EQ(by_buffer.size(), run.lives.size());
       std::vector<int64_t> offsets;
       int64_t highest_end = 0;
       for (const Lifetime& life : run.lives) {
-        offsets.push_back(layout.offsets.at(life.buffer));
+        offsets.push_back(by_buffer.at(life.buffer));
         highest_end = std::max(highest_end, offsets.back() + life.rounded);
       }
       ExpectNoConflicts(run.lives, offsets, alignment, layout.arena_bytes);
@@ -896,7 +897,7 @@ TEST(DecreasingSizeBestFitHeap, RandomCallsWithReusedIdsMatchAReference) {
     SCOPED_TRACE(testing::Message() << "seed " << seed);
     DecreasingSizeBestFitHeap heap;
     const RandomRun run = RandomCalls(heap, seed, 1500, 256, /*reuse_ids=*/true);
-    ASSERT_LT(heap.Finish().offsets.size(), run.lives.size()) << "no id was reused";
+    ASSERT_LT(heap.Finish().Offsets().size(), run.lives.size()) << "no id was reused";
     // The reference places every lifetime; the heap reports each id's latest.
     const std::vector<int64_t> offsets = ReferenceDecreasingSizeBestFit(run.lives);
     int64_t highest_end = 0;
@@ -907,7 +908,7 @@ TEST(DecreasingSizeBestFitHeap, RandomCallsWithReusedIdsMatchAReference) {
     }
     ExpectNoConflicts(run.lives, offsets, 256, highest_end);
     const HeapLayout layout = heap.Finish();
-    EXPECT_EQ(layout.offsets, latest);
+    EXPECT_EQ(layout.Offsets(), latest);
     EXPECT_EQ(layout.arena_bytes, highest_end);
     EXPECT_GE(layout.arena_bytes, PeakLiveBytes(run.lives));
   }
@@ -958,8 +959,9 @@ TEST(DecreasingSizeBestFitHeap, BuffersLiveFromTheStartToTheEndMatchAReference) 
       }
     }
     const HeapLayout layout = heap.Finish();
+    const auto by_buffer = layout.Offsets();
     std::vector<int64_t> offsets;
-    for (const Lifetime& life : lives) offsets.push_back(layout.offsets.at(life.buffer));
+    for (const Lifetime& life : lives) offsets.push_back(by_buffer.at(life.buffer));
     ExpectNoConflicts(lives, offsets, 256, layout.arena_bytes);
     EXPECT_EQ(offsets, ReferenceDecreasingSizeBestFit(lives));
   }
@@ -982,12 +984,44 @@ TEST(DecreasingSizeBestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
       if (limit >= full.arena_bytes) {
         // Never past the limit: the very same layout.
         EXPECT_TRUE(layout.complete);
-        EXPECT_EQ(layout.offsets, full.offsets);
+        EXPECT_EQ(layout.Offsets(), full.Offsets());
         EXPECT_EQ(layout.arena_bytes, full.arena_bytes);
       } else {
         // Past it at some buffer: what the arena had reached by then, which
         // is past the limit and no more than the whole layout's.
         EXPECT_FALSE(layout.complete);
+        EXPECT_GT(layout.arena_bytes, limit);
+        EXPECT_LE(layout.arena_bytes, full.arena_bytes);
+      }
+    }
+  }
+}
+
+TEST(BestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
+  for (uint32_t seed = 21; seed <= 24; ++seed) {
+    BestFitHeap unlimited;
+    RandomCalls(unlimited, seed, 1500, 256, /*reuse_ids=*/true);
+    const HeapLayout full = unlimited.Finish();
+    ASSERT_TRUE(full.complete);
+    ASSERT_FALSE(unlimited.gave_up());
+    ASSERT_GT(full.arena_bytes, 256);
+    for (const int64_t limit : {full.arena_bytes + 1, full.arena_bytes, full.arena_bytes - 1,
+                                full.arena_bytes / 2, int64_t{0}}) {
+      SCOPED_TRACE(testing::Message() << "seed " << seed << ", limit " << limit);
+      // The same calls, with a limit; those after it gives up are ignored.
+      BestFitHeap limited(256, limit);
+      RandomCalls(limited, seed, 1500, 256, /*reuse_ids=*/true);
+      const HeapLayout layout = limited.Finish();
+      EXPECT_EQ(limited.gave_up(), limit < full.arena_bytes);
+      if (limit >= full.arena_bytes) {
+        EXPECT_TRUE(layout.complete);
+        EXPECT_EQ(layout.placements, full.placements);
+        EXPECT_EQ(layout.arena_bytes, full.arena_bytes);
+      } else {
+        // The arena at the alloc that passed the limit: past it, and no
+        // more than the whole layout's.
+        EXPECT_FALSE(layout.complete);
+        EXPECT_TRUE(layout.placements.empty());
         EXPECT_GT(layout.arena_bytes, limit);
         EXPECT_LE(layout.arena_bytes, full.arena_bytes);
       }
@@ -1050,9 +1084,10 @@ TEST(DecreasingSizeBestFitHeap, TenThousandBuffersFinish) {
   ASSERT_EQ(lives.size(), 10000u);
 
   const HeapLayout layout = heap.Finish();
-  ASSERT_EQ(layout.offsets.size(), lives.size());
+  const auto by_buffer = layout.Offsets();
+  ASSERT_EQ(by_buffer.size(), lives.size());
   std::vector<int64_t> offsets;
-  for (const Lifetime& life : lives) offsets.push_back(layout.offsets.at(life.buffer));
+  for (const Lifetime& life : lives) offsets.push_back(by_buffer.at(life.buffer));
   ExpectNoConflicts(lives, offsets, kAlignment, layout.arena_bytes);
   EXPECT_GE(layout.arena_bytes, PeakLiveBytes(lives));
 }

@@ -659,6 +659,7 @@ HeapLayout LayOut(const Program& program, HeapAlgorithm& heap,
     }
     const Instruction& instruction = program.instructions[i];
     if (instruction.kind == InstructionKind::kAlloc) {
+      if (heap.gave_up()) break;  // nothing after changes the layout
       heap.Alloc(instruction.buffer, program.buffer(instruction.buffer).bytes);
     } else if (instruction.kind == InstructionKind::kFree && !put_off(instruction.buffer)) {
       heap.Free(instruction.buffer);
@@ -681,7 +682,8 @@ void ApplyLayout(Program& program, const HeapLayout& layout) {
       free_index[static_cast<size_t>(instruction.buffer)] = static_cast<int>(i);
     }
   }
-  for (const auto& [buffer, offset] : layout.offsets) {
+  // In Alloc order: a buffer allocated again keeps its latest placement.
+  for (const auto& [buffer, offset] : layout.placements) {
     program.buffers[static_cast<size_t>(buffer)].offset = offset;
   }
   program.alignment = layout.alignment;
@@ -781,7 +783,7 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
       DecreasingSizeBestFitHeap heap(kArenaAlignment, give_up_above);
       return LayOut(program, heap, releases);
     }
-    BestFitHeap heap;
+    BestFitHeap heap(kArenaAlignment, give_up_above);
     return LayOut(program, heap, releases);
   };
   // Online best fit does well when lifetimes nest; largest-first when a few
@@ -791,7 +793,8 @@ void LayOutArena(Program& program, int64_t enough_bytes, std::span<const int> re
   const HeapLayout online = lay_out(/*largest_first=*/false, {});
   if (online.arena_bytes <= enough_bytes) {
     if (!release_before.empty()) {
-      HeapLayout later = lay_out(/*largest_first=*/false, release_before);
+      // Kept only if it fits, so it may give up once it does not.
+      HeapLayout later = lay_out(/*largest_first=*/false, release_before, enough_bytes);
       if (later.arena_bytes <= enough_bytes) return ApplyLayout(program, later);
     }
     return ApplyLayout(program, online);
