@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,17 +50,19 @@ class Rewriter {
       : graph_(graph), setup_(setup), plan_(plan), reads_(setup.reads) {
     program_.graph = &graph;
     program_.schedule = setup.schedule;
-    // Reserved so that building seldom moves them (frees go in afterwards,
-    // into a list of their own): about one buffer per value and three
+    // Reserved so that building seldom moves them (the frees are merged in
+    // afterwards, in place): about one buffer per value and three
     // instructions per step (the compute, an alloc for each output and for
     // its scratch); a spill adds a host buffer, the copy out, and per fetch
     // a device buffer, its alloc and the copy back; a recomputation its
     // buffer, alloc and kernel per rebuild.
     const auto spilled = static_cast<size_t>(plan.Count(Decision::kSpill));
     const auto recomputed = static_cast<size_t>(plan.Count(Decision::kRecompute));
-    program_.buffers.reserve(static_cast<size_t>(graph.num_values()) + 3 * spilled +
-                             2 * recomputed);
-    program_.instructions.reserve(3 * program_.schedule.size() + 5 * spilled + 3 * recomputed);
+    const size_t buffers = static_cast<size_t>(graph.num_values()) + 3 * spilled + 2 * recomputed;
+    program_.buffers.reserve(buffers);
+    // And a free per buffer, merged in last (InsertFrees).
+    program_.instructions.reserve(3 * program_.schedule.size() + 5 * spilled + 3 * recomputed +
+                                  buffers);
   }
 
   absl::StatusOr<Program> Run() {
@@ -550,14 +553,21 @@ class Rewriter {
         frees[static_cast<size_t>(next[last]++)] = buffer;
       }
     }
-    std::vector<Instruction> merged;
-    merged.reserve(instructions.size() + frees.size());
-    for (size_t i = 0; i < instructions.size(); ++i) {
-      const int step = program_.instructions[i].step;
-      merged.push_back(std::move(program_.instructions[i]));
-      for (int k = frees_from[i]; k < frees_from[i + 1]; ++k) {
+    // Merged in place, from the back: each instruction moves once, to its
+    // final index, and no second list of a whole step's instructions is
+    // allocated (the constructor reserves room for the frees).
+    std::vector<Instruction>& merged = program_.instructions;
+    const size_t count = merged.size();
+    merged.resize(count + frees.size());
+    size_t at = merged.size();
+    for (size_t i = count; i-- > 0;) {
+      const int step = merged[i].step;
+      for (int k = frees_from[i + 1]; k-- > frees_from[i];) {
         const BufferId buffer = frees[static_cast<size_t>(k)];
-        Instruction& free = merged.emplace_back();
+        // The slot may hold an instruction already moved on: made afresh.
+        Instruction* const slot = &merged[--at];
+        std::destroy_at(slot);
+        Instruction& free = *std::construct_at(slot);
         free.kind = InstructionKind::kFree;
         free.stream = Stream::kCompute;
         free.buffer = buffer;
@@ -567,8 +577,8 @@ class Rewriter {
           free.waits.push_back(event);
         }
       }
+      if (--at != i) merged[at] = std::move(merged[i]);
     }
-    program_.instructions = std::move(merged);
   }
 
   const ir::Graph& graph_;
