@@ -24,11 +24,10 @@ namespace spillway::program {
 inline constexpr int64_t kArenaAlignment = 256;
 
 struct HeapLayout {
-  // B-trees and flat hash maps, not node-based containers, in what a planner
-  // builds for each of thousands of candidates.
   // (buffer id, offset), in the order the buffers were allocated: an id
   // allocated again after its free appears again, its latest placement last.
-  // Offsets() gives the id -> offset map this describes.
+  // A flat list, not a map: a planner makes several layouts per candidate,
+  // thousands a planning. Offsets() gives the id -> offset map it describes.
   std::vector<std::pair<int32_t, int64_t>> placements;
   int64_t arena_bytes = 0;  // the end of the highest buffer
   int64_t alignment = 1;    // every offset is a multiple of it
