@@ -354,10 +354,12 @@ class PySweep {
 // `spillway sweep --policy a,b --plot` draws them.
 void WriteSweepPlot(const std::string& path, const std::vector<const PySweep*>& sweeps) {
   if (sweeps.empty()) Raise(absl::InvalidArgumentError("write_sweep_plot needs a sweep"));
+  if (std::ranges::find(sweeps, nullptr) != sweeps.end()) {
+    Raise(absl::InvalidArgumentError("write_sweep_plot: a sweep is None"));
+  }
   std::vector<const session::Sweep*> all;
   const std::string workload = sweeps.front()->session().Describe(/*with_budget=*/false);
   for (const PySweep* sweep : sweeps) {
-    if (sweep == nullptr) Raise(absl::InvalidArgumentError("write_sweep_plot: a sweep is None"));
     if (const std::string other = sweep->session().Describe(/*with_budget=*/false);
         other != workload) {
       Raise(absl::InvalidArgumentError(fmt::format(

@@ -147,6 +147,8 @@ def test_sweep_gives_what_the_cli_gives(tmp_path):
                            progress=False)
     with pytest.raises(spillway.Error, match="different workloads"):
         spillway.write_sweep_plot(str(tmp_path / "mixed.svg"), [swap, other])
+    with pytest.raises(spillway.Error, match="a sweep is None"):
+        spillway.write_sweep_plot(str(tmp_path / "none.svg"), [None, swap])
     with pytest.raises(spillway.Error, match="not both"):
         spillway.sweep(spillway.Workload(**workload), budgets=["1GiB"], points=3)
     with pytest.raises(spillway.Error, match="--from '120%'"):
