@@ -967,40 +967,17 @@ TEST(DecreasingSizeBestFitHeap, BuffersLiveFromTheStartToTheEndMatchAReference) 
   }
 }
 
-TEST(DecreasingSizeBestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
+// A heap made with `give_up_above` (by `make_heap(limit)`), fed the same
+// random calls as one without a limit: at or above the unlimited arena it
+// lays out the very same placements; below it, it gives up with an arena
+// past the limit and no more than the unlimited one, and no placements. An
+// `online` heap knows it has given up at the Alloc that passes the limit
+// (gave_up); the others only at Finish.
+template <typename Heap, typename MakeHeap>
+void ExpectGivesUpOnlyPastItsLimit(MakeHeap make_heap, bool reuse_ids, bool online) {
   for (uint32_t seed = 21; seed <= 24; ++seed) {
-    DecreasingSizeBestFitHeap unlimited;
-    RandomCalls(unlimited, seed, 1500, 256, /*reuse_ids=*/false);
-    const HeapLayout full = unlimited.Finish();
-    ASSERT_TRUE(full.complete);
-    ASSERT_GT(full.arena_bytes, 256);
-    for (const int64_t limit : {full.arena_bytes + 1, full.arena_bytes, full.arena_bytes - 1,
-                                full.arena_bytes / 2, int64_t{0}}) {
-      SCOPED_TRACE(testing::Message() << "seed " << seed << ", limit " << limit);
-      // The same calls, with a limit.
-      DecreasingSizeBestFitHeap limited(256, limit);
-      RandomCalls(limited, seed, 1500, 256, /*reuse_ids=*/false);
-      const HeapLayout layout = limited.Finish();
-      if (limit >= full.arena_bytes) {
-        // Never past the limit: the very same layout.
-        EXPECT_TRUE(layout.complete);
-        EXPECT_EQ(layout.Offsets(), full.Offsets());
-        EXPECT_EQ(layout.arena_bytes, full.arena_bytes);
-      } else {
-        // Past it at some buffer: what the arena had reached by then, which
-        // is past the limit and no more than the whole layout's.
-        EXPECT_FALSE(layout.complete);
-        EXPECT_GT(layout.arena_bytes, limit);
-        EXPECT_LE(layout.arena_bytes, full.arena_bytes);
-      }
-    }
-  }
-}
-
-TEST(BestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
-  for (uint32_t seed = 21; seed <= 24; ++seed) {
-    BestFitHeap unlimited;
-    RandomCalls(unlimited, seed, 1500, 256, /*reuse_ids=*/true);
+    Heap unlimited = make_heap(std::numeric_limits<int64_t>::max());
+    RandomCalls(unlimited, seed, 1500, 256, reuse_ids);
     const HeapLayout full = unlimited.Finish();
     ASSERT_TRUE(full.complete);
     ASSERT_FALSE(unlimited.gave_up());
@@ -1008,18 +985,19 @@ TEST(BestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
     for (const int64_t limit : {full.arena_bytes + 1, full.arena_bytes, full.arena_bytes - 1,
                                 full.arena_bytes / 2, int64_t{0}}) {
       SCOPED_TRACE(testing::Message() << "seed " << seed << ", limit " << limit);
-      // The same calls, with a limit; those after it gives up are ignored.
-      BestFitHeap limited(256, limit);
-      RandomCalls(limited, seed, 1500, 256, /*reuse_ids=*/true);
+      // The same calls, with a limit; an online heap ignores those after it
+      // gives up.
+      Heap limited = make_heap(limit);
+      RandomCalls(limited, seed, 1500, 256, reuse_ids);
       const HeapLayout layout = limited.Finish();
-      EXPECT_EQ(limited.gave_up(), limit < full.arena_bytes);
       if (limit >= full.arena_bytes) {
+        EXPECT_FALSE(limited.gave_up());
         EXPECT_TRUE(layout.complete);
         EXPECT_EQ(layout.placements, full.placements);
         EXPECT_EQ(layout.arena_bytes, full.arena_bytes);
       } else {
-        // The arena at the alloc that passed the limit: past it, and no
-        // more than the whole layout's.
+        // What the arena had reached at the buffer that passed the limit.
+        EXPECT_EQ(limited.gave_up(), online);
         EXPECT_FALSE(layout.complete);
         EXPECT_TRUE(layout.placements.empty());
         EXPECT_GT(layout.arena_bytes, limit);
@@ -1027,6 +1005,18 @@ TEST(BestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
       }
     }
   }
+}
+
+TEST(DecreasingSizeBestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
+  // It places every buffer at Finish, so it only knows then.
+  ExpectGivesUpOnlyPastItsLimit<DecreasingSizeBestFitHeap>(
+      [](int64_t limit) { return DecreasingSizeBestFitHeap(256, limit); }, /*reuse_ids=*/false,
+      /*online=*/false);
+}
+
+TEST(BestFitHeap, GivesUpOnlyOnceTheArenaPassesItsLimit) {
+  ExpectGivesUpOnlyPastItsLimit<BestFitHeap>([](int64_t limit) { return BestFitHeap(256, limit); },
+                                             /*reuse_ids=*/true, /*online=*/true);
 }
 
 TEST(DecreasingSizeBestFitHeap, TenThousandBuffersFinish) {
