@@ -1,4 +1,5 @@
 // spillway: plan and run deep-network training under a device memory budget.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -126,10 +127,29 @@ void PreferPassiveOpenMpWaiting(char** argv) {
   execv("/proc/self/exe", argv);
 }
 
+// The planner builds and drops a Program per candidate, tens of megabytes
+// each on deep graphs. glibc serves allocations past its mmap threshold
+// (adaptive, at most 32 MiB) with fresh mappings and gives them back on
+// free, so on a 1000-layer GPT-2 every candidate's instruction list was
+// faulted in page by page: 54.6 million minor faults and 127 s of kernel
+// time in 338 s of planning (docs/results.md, "Planning time"). Keeping
+// blocks up to 1 GiB in the heap, and the heap's free top up to 1 GiB,
+// reuses them instead. Left to the user where they tune malloc themselves.
+void KeepLargeBlocksInTheHeap() {
+  for (const char* variable :
+       {"GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"}) {
+    if (std::getenv(variable) != nullptr) return;
+  }
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   PreferPassiveOpenMpWaiting(argv);
+  KeepLargeBlocksInTheHeap();
   CLI::App app{
       "Spillway trains deep networks whose activations do not fit in GPU memory: it decides per "
       "tensor whether to keep, spill or recompute it.",
