@@ -29,6 +29,7 @@ changing any decision, which names the fields that differ. The exit status is
                         [--grid paper|small|all] [--exact]
 """
 import argparse
+import functools
 import json
 import pathlib
 import subprocess
@@ -58,12 +59,14 @@ def plan(binary, args):
     return json.loads(out.stdout)
 
 
+@functools.cache
 def none_arena(binary, workload):
+    """The `none` arena of `workload` (a tuple), planned once per workload."""
     return plan(binary, [*workload, "--policy", "none", "--budget", "1TiB"])["arena_bytes"]
 
 
 def share(binary, workload, fraction):
-    return [*workload, "--budget", str(int(none_arena(binary, workload) * fraction))]
+    return [*workload, "--budget", str(int(none_arena(binary, tuple(workload)) * fraction))]
 
 
 def paper_cases(binary):

@@ -132,7 +132,8 @@ void PreferPassiveOpenMpWaiting(char** argv) {
 // (adaptive, at most 32 MiB) with fresh mappings and gives them back on
 // free, so on a 1000-layer GPT-2 every candidate's instruction list was
 // faulted in page by page: 54.6 million minor faults and 127 s of kernel
-// time in 338 s of planning (docs/results.md, "Planning time"). Keeping
+// time in a run the 300 s safety net stopped at 334 s (docs/results.md,
+// "Planning time"). Keeping
 // blocks up to 1 GiB in the heap, and the heap's free top up to 1 GiB,
 // reuses them instead. Left to the user where they tune malloc themselves.
 void KeepLargeBlocksInTheHeap() {
