@@ -70,6 +70,7 @@ struct Refinement {
   std::vector<SecondFetch> second_fetches;
   std::optional<Evaluation> current;  // the plan as refined so far
   int evaluations = 0;                // candidate plans its refinement has considered
+  int evaluations_to_best = 0;        // of those, how many until its last improvement
   int passes = 0;                     // passes completed
   bool in_pass = false;               // a pass is under way (its slice ended first)
   double pass_start_s = 0;            // the step time when that pass began
@@ -196,23 +197,43 @@ class HybridPlanner {
                              .timed_out = !refinement.done && !refinement.left_race});
     };
     for (const Refinement& refinement : refinements) record(refinement);
+    int best_needed = 0;  // candidates the refinement that holds the best plan took to reach it
     for (Refinement& refinement : refinements) {
       if (Better(*refinement.current, result.best, context_.budget_bytes())) {
         result.best = *std::move(refinement.current);
         result.start = refinement.start;
+        best_needed = refinement.evaluations_to_best;
       }
     }
     // The refinement is a local search, and its best plan a local optimum
     // that no single move improves. Tightened (evicted until it fits a share
     // of the budget, as the evict-tight start is made), it is a nearby plan
     // with room to spare, from which the refinement can reach another.
+    bool kick_gained = false;
     for (int kick = 0; kick < options_.kicks && !hit_time_limit_ && !CapReached(); ++kick) {
-      ASSIGN_OR_RETURN(std::optional<Refinement> kicked, Kick(result));
+      ASSIGN_OR_RETURN(std::optional<Refinement> kicked, Kick(result, /*gently=*/false));
       if (!kicked) break;
       record(*kicked);
       if (!Better(*kicked->current, result.best, context_.budget_bytes())) break;
       result.best = *std::move(kicked->current);
       result.start = std::move(kicked->start);
+      kick_gained = true;
+    }
+    // Where no kick gained, a gentler one: a tightening that evicts only what
+    // the share needs lands nearer the best plan, and its refinement stays in
+    // the race until it has considered as many candidates as the best plan's
+    // own refinement took to reach it (Options::gentle_kick).
+    if (options_.gentle_kick && options_.kicks > 0 && !kick_gained && !hit_time_limit_ &&
+        !CapReached()) {
+      ASSIGN_OR_RETURN(std::optional<Refinement> kicked,
+                       Kick(result, /*gently=*/true, best_needed));
+      if (kicked) {
+        record(*kicked);
+        if (Better(*kicked->current, result.best, context_.budget_bytes())) {
+          result.best = *std::move(kicked->current);
+          result.start = std::move(kicked->start);
+        }
+      }
     }
     // Plans made elsewhere, last: what came before is the plan without them,
     // which they can only improve on.
@@ -273,18 +294,23 @@ class HybridPlanner {
   }
 
   // A kick: `result`'s best plan, tightened to TightTarget by eviction and
-  // refined, racing the best plan (RaceTheBest); nullopt where that does not
-  // fit.
-  absl::StatusOr<std::optional<Refinement>> Kick(const PlanResult& result) {
+  // refined, racing the best plan (RaceTheBest, staying at least `stay_for`
+  // candidates); nullopt where that does not fit. A gentle kick lays out
+  // each round of its eviction for the share, not for the budget.
+  absl::StatusOr<std::optional<Refinement>> Kick(const PlanResult& result, bool gently,
+                                                 int stay_for = 0) {
     if (options_.tight_eviction_share <= 0) return std::nullopt;
-    ASSIGN_OR_RETURN(const bool fits, Load({result.start + ", tightened", result.best}));
+    ASSIGN_OR_RETURN(
+        const bool fits,
+        Load({result.start + (gently ? ", tightened gently" : ", tightened"), result.best}));
     if (!fits) return std::nullopt;
     ASSIGN_OR_RETURN(Evaluation tightened,
-                     EvictUntilFits(active_.decisions, *std::move(active_.current), TightTarget()));
+                     EvictUntilFits(active_.decisions, *std::move(active_.current), TightTarget(),
+                                    /*lay_out_for_target=*/gently));
     if (!context_.Fits(tightened)) return std::nullopt;
     active_.loaded_s = tightened.step_time_s();
     active_.current = std::move(tightened);
-    RETURN_IF_ERROR(RaceTheBest(result));
+    RETURN_IF_ERROR(RaceTheBest(result, stay_for));
     return std::move(active_);
   }
 
@@ -315,8 +341,9 @@ class HybridPlanner {
   // portfolio's refinements race each other (Race): in slices of candidates
   // doubling from the race's first quota; it stops once it is behind the
   // best plan and gaining again what it gained in its last slice would not
-  // take it past, and runs until it converges while ahead.
-  absl::Status RaceTheBest(const PlanResult& result) {
+  // take it past (but not before it has considered `stay_for` candidates),
+  // and runs until it converges while ahead.
+  absl::Status RaceTheBest(const PlanResult& result, int stay_for = 0) {
     const double best_s = result.best.step_time_s();
     int quota = options_.race_first_quota;
     while (!active_.done && !hit_time_limit_) {
@@ -325,7 +352,7 @@ class HybridPlanner {
       if (quota == 0 || active_.done) break;
       const double now_s = active_.current->step_time_s();
       const bool ahead = Better(*active_.current, result.best, context_.budget_bytes());
-      if (!StaysInRace(now_s, before_s - now_s, best_s, ahead)) {
+      if (active_.evaluations >= stay_for && !StaysInRace(now_s, before_s - now_s, best_s, ahead)) {
         active_.left_race = true;
         break;
       }
@@ -710,18 +737,26 @@ class HybridPlanner {
     return plan;
   }
 
-  absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions) {
-    ASSIGN_OR_RETURN(Evaluation evaluation,
-                     context_.Evaluate(MakePlan(decisions, active_.fetch_advance)));
+  // `layout_budget_bytes`: as PlanningContext::Evaluate's.
+  absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions,
+                                      std::optional<int64_t> layout_budget_bytes = std::nullopt) {
+    ASSIGN_OR_RETURN(
+        Evaluation evaluation,
+        context_.Evaluate(MakePlan(decisions, active_.fetch_advance), layout_budget_bytes));
     return evaluation;
   }
 
   // Evicts, round after round, the tensors resident at the memory peak with
   // the most bytes per second of cost, until the arena is at most `target`
-  // (by default the budget) or nothing is left.
+  // (by default the budget) or nothing is left. Each round's arena is laid
+  // out for the budget, or with `lay_out_for_target` for the target, and
+  // the result is laid out for the budget again.
   absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current,
-                                            std::optional<int64_t> target = std::nullopt) {
+                                            std::optional<int64_t> target = std::nullopt,
+                                            bool lay_out_for_target = false) {
     if (!target) target = context_.budget_bytes();
+    const std::optional<int64_t> layout_budget =
+        lay_out_for_target ? target : std::optional<int64_t>();
     while (current.arena_bytes() > *target) {
       const int peak = program::LiveBytesPeakStep(current.program);
       const int64_t excess = current.arena_bytes() - *target;
@@ -757,6 +792,9 @@ class HybridPlanner {
         Apply(i, Cheaper(i, decisions, &cost), decisions);
         freed += candidates_[i].bytes;
       }
+      ASSIGN_OR_RETURN(current, Evaluate(decisions, layout_budget));
+    }
+    if (layout_budget && *layout_budget != context_.budget_bytes()) {
       ASSIGN_OR_RETURN(current, Evaluate(decisions));
     }
     return current;
@@ -869,11 +907,19 @@ class HybridPlanner {
     return status;
   }
 
+  // Candidate plans the active refinement has considered, this slice's so far
+  // included.
+  int ConsideredSoFar() const {
+    return active_.evaluations + context_.evaluations() - slice_start_;
+  }
+
   absl::Status AdvanceSlice() {
     Evaluation& current = *active_.current;
     if (!active_.lead_cap_searched) {
       active_.lead_cap_searched = true;
+      const double before_s = current.step_time_s();
       ASSIGN_OR_RETURN(current, SearchLeadCap(active_.decisions, std::move(current)));
+      if (current.step_time_s() < before_s) active_.evaluations_to_best = ConsideredSoFar();
     }
     const int passes = context_.options().max_refine_passes;
     while (!active_.done) {
@@ -961,6 +1007,7 @@ class HybridPlanner {
     const size_t tried = accepted ? accepted->first + 1 : moves.size();
     for (size_t i = 0; i < tried; ++i) MarkTried(moves[i]);
     if (!accepted) return false;
+    active_.evaluations_to_best = ConsideredSoFar();
     const Move& move = moves[accepted->first];
     Apply(move.index, move.decision, decisions);
     active_.fetch_advance[move.index] = move.advance;

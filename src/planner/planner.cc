@@ -152,9 +152,12 @@ absl::Status PlanningContext::Count() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan) {
+absl::StatusOr<Evaluation> PlanningContext::Evaluate(program::Plan plan,
+                                                     std::optional<int64_t> layout_budget_bytes) {
+  std::optional<int64_t> fit_bytes;
+  if (layout_budget_bytes) fit_bytes = *layout_budget_bytes - workspace_bytes_;
   Outcome outcome = Examine(std::move(plan), std::numeric_limits<double>::infinity(),
-                            /*bounded=*/false);
+                            /*bounded=*/false, fit_bytes);
   RETURN_IF_ERROR(outcome.status);
   RETURN_IF_ERROR(Count());
   Remember(*outcome.evaluation);
@@ -247,7 +250,9 @@ std::vector<int> ReleasesAfterCopies(const program::Program& program,
 }
 
 PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double must_beat_s,
-                                                  bool bounded) const {
+                                                  bool bounded,
+                                                  std::optional<int64_t> fit_bytes) const {
+  const int64_t fit = fit_bytes.value_or(tensor_budget_bytes());
   Outcome outcome;
   if (!options_.host_link) {
     for (const ir::Value& value : graph_.values()) {
@@ -293,13 +298,13 @@ PlanningContext::Outcome PlanningContext::Examine(program::Plan plan, double mus
     if (keep) outcome.found = found;
     return outcome;
   }
-  const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, tensor_budget_bytes());
+  const std::vector<int> releases = ReleasesAfterCopies(*program, unplaced, fit);
   // A bounded search rejects a candidate whose arena neither fits nor is the
   // smallest yet, so the layout may give up past both.
   const int64_t useless_above = bounded
                                     ? std::max(options_.budget_bytes, smallest_arena_bytes_.load())
                                     : std::numeric_limits<int64_t>::max();
-  program::LayOutArena(*program, tensor_budget_bytes(), releases, useless_above);
+  program::LayOutArena(*program, fit, releases, useless_above);
   Evaluation evaluation{std::move(plan), *std::move(program), {}, backward_order_};
   evaluation.simulation = simulator_.Timeline(evaluation.program);
   if (keep) {

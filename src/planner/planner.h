@@ -270,7 +270,15 @@ class PlanningContext {
 
   // Applies the pins, builds the Program and simulates it. Counts evaluations
   // and remembers the one with the smallest arena since StartRun.
-  absl::StatusOr<Evaluation> Evaluate(program::Plan plan);
+  //
+  // With `layout_budget_bytes`, the arena is laid out as if that were the
+  // budget: the copy-aware releases (ReleasesAfterCopies) are kept only where
+  // the arena with them fits it. A search that evicts until the arena fits a
+  // share of the budget can ask for this: laid out for the whole budget, a
+  // plan keeps releases that hold spilled bytes until their copies end, and
+  // its arena can stay over the share however much more is evicted.
+  absl::StatusOr<Evaluation> Evaluate(program::Plan plan,
+                                      std::optional<int64_t> layout_budget_bytes = std::nullopt);
 
   // The same, for a search that only accepts a plan that fits the budget and
   // whose step is faster than `must_beat_s`: nullopt when the plan cannot be
@@ -395,7 +403,10 @@ class PlanningContext {
     std::optional<Examined> found;
     bool laid_out_again = false;
   };
-  Outcome Examine(program::Plan plan, double must_beat_s, bool bounded) const;
+  // The arena is laid out to fit `fit_bytes` of tensors (by default
+  // tensor_budget_bytes(); see Evaluate).
+  Outcome Examine(program::Plan plan, double must_beat_s, bool bounded,
+                  std::optional<int64_t> fit_bytes = std::nullopt) const;
   // The outcome a plan examined before in this run has on what was found
   // then, or nullopt if it must be examined.
   std::optional<Outcome> Recall(const PlanKey& key, double must_beat_s) const;

@@ -1205,6 +1205,25 @@ TEST(ReleasesAfterCopies, PutsOffASpillsBytesUntilItsCopyOutHasEndedWithinTheCap
   EXPECT_EQ(program::BufferName(*program, release.buffer), "c");
 }
 
+TEST(PlanningContext, AnArenaLaidOutForAShareKeepsOnlyTheReleasesThatFitIt) {
+  // The chain of three relus with a spilled, whose copy out outlasts b: laid
+  // out for the budget, a's bytes are held until the copy ends (c takes
+  // other bytes, and nothing waits); laid out for less than that arena, they
+  // are released at a's Free, c takes them and waits for the copy.
+  testing::TestWorkload workload(program::testing::ChainText("spill"), "h200-141g-pcie5", 1 << 20);
+  program::Plan plan = workload.context.KeepAll("test");
+  absl::StatusOr<Evaluation> roomy = workload.context.Evaluate(plan);
+  ASSERT_TRUE(roomy.ok()) << StatusMessage(roomy.status());
+  absl::StatusOr<Evaluation> tight = workload.context.Evaluate(plan, roomy->arena_bytes() - 1);
+  ASSERT_TRUE(tight.ok()) << StatusMessage(tight.status());
+  EXPECT_LT(tight->arena_bytes(), roomy->arena_bytes());
+  EXPECT_GT(tight->step_time_s(), roomy->step_time_s());
+  // A share that the releases fit changes nothing.
+  absl::StatusOr<Evaluation> same = workload.context.Evaluate(plan, roomy->arena_bytes());
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(program::ProgramToText(same->program), program::ProgramToText(roomy->program));
+}
+
 TEST(ChooseBackwardOrder, KeepsTheOrderWhoseLeastMemoryIsLower) {
   // A residual network with activations to spare: the memory-aware order
   // lowers swap's floor, and the planner's context takes it on its own.
