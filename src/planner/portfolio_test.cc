@@ -550,53 +550,79 @@ TEST(Portfolio, ARefinementAdvancedInSlicesEndsWhereOneRunAtOnceEnds) {
   EXPECT_GT(saved, 0) << "the race never saved a candidate";
 }
 
+// The kick tests' workloads: a small ResNet-50 and U-Net at budgets where
+// the kick finds a faster plan (the first three) and where it does not.
+struct KickCase {
+  std::string model;
+  std::string preset;
+  double budget_fraction;  // of the way from hybrid's floor to none's arena
+};
+std::vector<KickCase> KickCases() {
+  return {{"resnet50", "v100-16g-nvlink2", 0.1},
+          {"unet", "v100-16g-pcie3", 0.2},
+          {"unet", "h200-141g-pcie5", 0.2},
+          {"unet", "h200-141g-pcie5", 0.5}};
+}
+
+// Calls `check(graph, profile, options)` for each of KickCases, the model at
+// 128x128 in autodiff's backward order, under a trace that names it.
+template <typename Check>
+void ForEachKickCase(Check check) {
+  for (const KickCase& c : KickCases()) {
+    const autodiff::TrainingGraph training = program::testing::TrainingModel(c.model, 128);
+    const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile(c.preset);
+    const int64_t budget =
+        BudgetBetween(training.graph, profile, c.budget_fraction, kAutodiffOrder);
+    SCOPED_TRACE(fmt::format("{} on {} at {} bytes", c.model, c.preset, budget));
+    check(training.graph, profile,
+          PlannerOptions{.budget_bytes = budget, .backward_order = kAutodiffOrder});
+  }
+}
+
+// `after` is `before` planned with one more refinement, last in its race,
+// from `before`'s best plan tightened (its start named `before.start` and
+// `suffix`): the race before it is the same, it starts slower than that
+// plan, and its plan is the result only if it is faster. Returns whether it
+// was.
+bool ExpectOneMoreRefinementKeptOnlyIfFaster(const PlanResult& before, const PlanResult& after,
+                                             std::string_view suffix) {
+  EXPECT_EQ(after.race.size(), before.race.size() + 1);
+  if (after.race.size() != before.race.size() + 1) return false;
+  for (size_t i = 0; i < before.race.size(); ++i) {
+    EXPECT_EQ(after.race[i].start, before.race[i].start);
+    EXPECT_EQ(after.race[i].step_s, before.race[i].step_s);
+  }
+  const PlanResult::Refinement& last = after.race.back();
+  EXPECT_EQ(last.start, before.start + std::string(suffix));
+  EXPECT_GT(last.start_step_s, before.best.step_time_s());
+  EXPECT_LE(after.best.step_time_s(), before.best.step_time_s());
+  if (after.best.step_time_s() < before.best.step_time_s()) {
+    EXPECT_EQ(after.start, last.start);
+    EXPECT_EQ(after.best.step_time_s(), last.step_s);
+    return true;
+  }
+  EXPECT_EQ(after.start, before.start);
+  EXPECT_EQ(program::ProgramToText(after.best.program),
+            program::ProgramToText(before.best.program));
+  return false;
+}
+
 TEST(HybridKick, TheBestPlanTightenedAndRefinedAgainIsKeptOnlyIfFaster) {
   // The refinement ends in a local optimum; the kick tightens the best plan
   // (evicts to 90% of the budget) and refines it again. Without a kick the
   // race's refinements and their plans are the same; with one the kick's
   // refinement comes last in `race`, starts from the tightened plan (slower
   // than the best, which it was tightened from) and its plan is the result
-  // only if it is faster. A small ResNet-50 and U-Net at budgets where the
-  // kick finds a faster plan (the first three) and where it does not.
-  struct Case {
-    std::string model;
-    std::string preset;
-    double budget_fraction;  // of the way from hybrid's floor to none's arena
-  };
+  // only if it is faster.
   int improved = 0;
-  for (const Case& c :
-       {Case{"resnet50", "v100-16g-nvlink2", 0.1}, Case{"unet", "v100-16g-pcie3", 0.2},
-        Case{"unet", "h200-141g-pcie5", 0.2}, Case{"unet", "h200-141g-pcie5", 0.5}}) {
-    const autodiff::TrainingGraph training = program::testing::TrainingModel(c.model, 128);
-    const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile(c.preset);
-    const int64_t budget =
-        BudgetBetween(training.graph, profile, c.budget_fraction, kAutodiffOrder);
-    SCOPED_TRACE(fmt::format("{} on {} at {} bytes", c.model, c.preset, budget));
-    const PlannerOptions options{.budget_bytes = budget, .backward_order = kAutodiffOrder};
-    const PlanResult none = PlanHybrid(training.graph, profile, options, {.kicks = 0});
-    const PlanResult one =
-        PlanHybrid(training.graph, profile, options, {.kicks = 1, .gentle_kick = false});
+  ForEachKickCase([&](const ir::Graph& graph, const analysis::HardwareProfile& profile,
+                      const PlannerOptions& options) {
+    const PlanResult none = PlanHybrid(graph, profile, options, {.kicks = 0});
+    const PlanResult one = PlanHybrid(graph, profile, options, {.kicks = 1, .gentle_kick = false});
     ASSERT_TRUE(none.feasible);
     ASSERT_TRUE(one.feasible);
-    ASSERT_EQ(one.race.size(), none.race.size() + 1);
-    for (size_t i = 0; i < none.race.size(); ++i) {
-      EXPECT_EQ(one.race[i].start, none.race[i].start);
-      EXPECT_EQ(one.race[i].step_s, none.race[i].step_s);
-    }
-    const PlanResult::Refinement& kick = one.race.back();
-    EXPECT_EQ(kick.start, none.start + ", tightened");
-    EXPECT_GT(kick.start_step_s, none.best.step_time_s());
-    EXPECT_LE(one.best.step_time_s(), none.best.step_time_s());
-    if (one.best.step_time_s() < none.best.step_time_s()) {
-      ++improved;
-      EXPECT_EQ(one.start, kick.start);
-      EXPECT_EQ(one.best.step_time_s(), kick.step_s);
-    } else {
-      EXPECT_EQ(one.start, none.start);
-      EXPECT_EQ(program::ProgramToText(one.best.program),
-                program::ProgramToText(none.best.program));
-    }
-  }
+    if (ExpectOneMoreRefinementKeptOnlyIfFaster(none, one, ", tightened")) ++improved;
+  });
   EXPECT_EQ(improved, 3) << "the kick's gains changed: these cases no longer show both outcomes";
 }
 
@@ -604,8 +630,8 @@ TEST(HybridKick, AGentleKickFollowsOnlyWhereTheKickGainedNothingAndIsKeptOnlyIfF
   // Where the kick made the best plan faster, nothing follows it: the plan
   // is the same with and without the gentle kick. Where it did not, the
   // gentle kick comes last in `race`, from the same best plan, and its plan
-  // is the result only if it is faster. The kick's cases above, and U-Net
-  // at 256x256, batch 4, on the H200 with 968 MiB, where it gains (from
+  // is the result only if it is faster. The kick's cases, and U-Net at
+  // 256x256, batch 4, on the H200 with 968 MiB, where it gains (from
   // bench/plan_compare.py's grid).
   int followed = 0;
   int improved = 0;
@@ -615,47 +641,16 @@ TEST(HybridKick, AGentleKickFollowsOnlyWhereTheKickGainedNothingAndIsKeptOnlyIfF
     const PlanResult both = PlanHybrid(graph, profile, options, {.gentle_kick = true});
     ASSERT_TRUE(kick.feasible);
     ASSERT_TRUE(both.feasible);
-    const bool kick_gained = kick.start.ends_with(", tightened");
-    ASSERT_EQ(both.race.size(), kick.race.size() + (kick_gained ? 0 : 1));
-    for (size_t i = 0; i < kick.race.size(); ++i) {
-      EXPECT_EQ(both.race[i].start, kick.race[i].start);
-      EXPECT_EQ(both.race[i].step_s, kick.race[i].step_s);
-    }
-    EXPECT_LE(both.best.step_time_s(), kick.best.step_time_s());
-    if (kick_gained) {
+    if (kick.start.ends_with(", tightened")) {  // the kick gained
+      EXPECT_EQ(both.race.size(), kick.race.size());
       EXPECT_EQ(program::ProgramToText(both.best.program),
                 program::ProgramToText(kick.best.program));
       return;
     }
     ++followed;
-    const PlanResult::Refinement& gentle = both.race.back();
-    EXPECT_EQ(gentle.start, kick.start + ", tightened gently");
-    EXPECT_GT(gentle.start_step_s, kick.best.step_time_s());
-    if (both.best.step_time_s() < kick.best.step_time_s()) {
-      ++improved;
-      EXPECT_EQ(both.start, gentle.start);
-      EXPECT_EQ(both.best.step_time_s(), gentle.step_s);
-    } else {
-      EXPECT_EQ(both.start, kick.start);
-      EXPECT_EQ(program::ProgramToText(both.best.program),
-                program::ProgramToText(kick.best.program));
-    }
+    if (ExpectOneMoreRefinementKeptOnlyIfFaster(kick, both, ", tightened gently")) ++improved;
   };
-  struct Case {
-    std::string model;
-    std::string preset;
-    double budget_fraction;  // of the way from hybrid's floor to none's arena
-  };
-  for (const Case& c :
-       {Case{"resnet50", "v100-16g-nvlink2", 0.1}, Case{"unet", "v100-16g-pcie3", 0.2},
-        Case{"unet", "h200-141g-pcie5", 0.2}, Case{"unet", "h200-141g-pcie5", 0.5}}) {
-    const autodiff::TrainingGraph training = program::testing::TrainingModel(c.model, 128);
-    const analysis::HardwareProfile profile = *analysis::LoadHardwareProfile(c.preset);
-    const int64_t budget =
-        BudgetBetween(training.graph, profile, c.budget_fraction, kAutodiffOrder);
-    SCOPED_TRACE(fmt::format("{} on {} at {} bytes", c.model, c.preset, budget));
-    check(training.graph, profile, {.budget_bytes = budget, .backward_order = kAutodiffOrder});
-  }
+  ForEachKickCase(check);
   {
     SCOPED_TRACE("unet, 256x256, batch 4, on h200-141g-pcie5 at 1014795648 bytes");
     models::ModelOptions options;
