@@ -222,7 +222,7 @@ class HybridPlanner {
     // Where no kick gained, a gentler one: a tightening that evicts only what
     // the share needs lands nearer the best plan, and its refinement stays in
     // the race until it has considered as many candidates as the best plan's
-    // own refinement took to reach it (Options::gentle_kick).
+    // own refinement took to reach it (HybridOptions::gentle_kick).
     if (options_.gentle_kick && options_.kicks > 0 && !kick_gained && !hit_time_limit_ &&
         !CapReached()) {
       ASSIGN_OR_RETURN(std::optional<Refinement> kicked,
