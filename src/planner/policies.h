@@ -296,7 +296,8 @@ struct HybridOptions {
   // 7500x7500 on the V100 from +3.7% to +1.6% over `none`; three gained
   // more only on ResNet-50 at a quarter on the H200 (+102.8% to +100.5%).
   int kicks = 1;
-  // Where no kick made the best plan faster, one more, gentler: its eviction
+  // Where the kicks made the best plan no faster, one more, gentler (none
+  // where `kicks` is 0, or `tight_eviction_share` is): its eviction
   // lays out each round's arena for the share, not for the budget, so that
   // it evicts only what the share needs (laid out for the budget, the arena
   // keeps spilled tensors' bytes until their copies end, and on a slow link
