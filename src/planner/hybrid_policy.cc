@@ -197,6 +197,15 @@ class HybridPlanner {
                              .timed_out = !refinement.done && !refinement.left_race});
     };
     for (const Refinement& refinement : refinements) record(refinement);
+    // A refinement after the race (a kick's, a seed's): recorded, and its
+    // plan taken where it is better; whether it was.
+    auto take_if_better = [&](Refinement& refinement) {
+      record(refinement);
+      if (!Better(*refinement.current, result.best, context_.budget_bytes())) return false;
+      result.best = *std::move(refinement.current);
+      result.start = std::move(refinement.start);
+      return true;
+    };
     int best_needed = 0;  // candidates the refinement that holds the best plan took to reach it
     for (Refinement& refinement : refinements) {
       if (Better(*refinement.current, result.best, context_.budget_bytes())) {
@@ -212,11 +221,7 @@ class HybridPlanner {
     bool kick_gained = false;
     for (int kick = 0; kick < options_.kicks && !hit_time_limit_ && !CapReached(); ++kick) {
       ASSIGN_OR_RETURN(std::optional<Refinement> kicked, Kick(result, /*gently=*/false));
-      if (!kicked) break;
-      record(*kicked);
-      if (!Better(*kicked->current, result.best, context_.budget_bytes())) break;
-      result.best = *std::move(kicked->current);
-      result.start = std::move(kicked->start);
+      if (!kicked || !take_if_better(*kicked)) break;
       kick_gained = true;
     }
     // Where no kick gained, a gentler one: a tightening that evicts only what
@@ -227,25 +232,14 @@ class HybridPlanner {
         !CapReached()) {
       ASSIGN_OR_RETURN(std::optional<Refinement> kicked,
                        Kick(result, /*gently=*/true, best_needed));
-      if (kicked) {
-        record(*kicked);
-        if (Better(*kicked->current, result.best, context_.budget_bytes())) {
-          result.best = *std::move(kicked->current);
-          result.start = std::move(kicked->start);
-        }
-      }
+      if (kicked) take_if_better(*kicked);
     }
     // Plans made elsewhere, last: what came before is the plan without them,
     // which they can only improve on.
     for (const HybridPolicy::Seed& seed : seeds_) {
       if (hit_time_limit_ || CapReached()) break;
       ASSIGN_OR_RETURN(std::optional<Refinement> seeded, RefineSeed(seed, result));
-      if (!seeded) continue;
-      record(*seeded);
-      if (Better(*seeded->current, result.best, context_.budget_bytes())) {
-        result.best = *std::move(seeded->current);
-        result.start = std::move(seeded->start);
-      }
+      if (seeded) take_if_better(*seeded);
     }
     result.hit_time_limit = hit_time_limit_;
     return result;
@@ -750,13 +744,14 @@ class HybridPlanner {
   // the most bytes per second of cost, until the arena is at most `target`
   // (by default the budget) or nothing is left. Each round's arena is laid
   // out for the budget, or with `lay_out_for_target` for the target, and
-  // the result is laid out for the budget again.
+  // then, where a round ran, the result is laid out for the budget again.
   absl::StatusOr<Evaluation> EvictUntilFits(std::vector<Decision>& decisions, Evaluation current,
                                             std::optional<int64_t> target = std::nullopt,
                                             bool lay_out_for_target = false) {
     if (!target) target = context_.budget_bytes();
     const std::optional<int64_t> layout_budget =
         lay_out_for_target ? target : std::optional<int64_t>();
+    bool evicted = false;  // a round ran
     while (current.arena_bytes() > *target) {
       const int peak = program::LiveBytesPeakStep(current.program);
       const int64_t excess = current.arena_bytes() - *target;
@@ -793,8 +788,9 @@ class HybridPlanner {
         freed += candidates_[i].bytes;
       }
       ASSIGN_OR_RETURN(current, Evaluate(decisions, layout_budget));
+      evicted = true;
     }
-    if (layout_budget && *layout_budget != context_.budget_bytes()) {
+    if (evicted && layout_budget && *layout_budget != context_.budget_bytes()) {
       ASSIGN_OR_RETURN(current, Evaluate(decisions));
     }
     return current;
