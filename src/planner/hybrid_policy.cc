@@ -734,10 +734,7 @@ class HybridPlanner {
   // `layout_budget_bytes`: as PlanningContext::Evaluate's.
   absl::StatusOr<Evaluation> Evaluate(const std::vector<Decision>& decisions,
                                       std::optional<int64_t> layout_budget_bytes = std::nullopt) {
-    ASSIGN_OR_RETURN(
-        Evaluation evaluation,
-        context_.Evaluate(MakePlan(decisions, active_.fetch_advance), layout_budget_bytes));
-    return evaluation;
+    return context_.Evaluate(MakePlan(decisions, active_.fetch_advance), layout_budget_bytes);
   }
 
   // Evicts, round after round, the tensors resident at the memory peak with
@@ -903,19 +900,13 @@ class HybridPlanner {
     return status;
   }
 
-  // Candidate plans the active refinement has considered, this slice's so far
-  // included.
-  int ConsideredSoFar() const {
-    return active_.evaluations + context_.evaluations() - slice_start_;
-  }
-
   absl::Status AdvanceSlice() {
     Evaluation& current = *active_.current;
     if (!active_.lead_cap_searched) {
       active_.lead_cap_searched = true;
       const double before_s = current.step_time_s();
       ASSIGN_OR_RETURN(current, SearchLeadCap(active_.decisions, std::move(current)));
-      if (current.step_time_s() < before_s) active_.evaluations_to_best = ConsideredSoFar();
+      if (current.step_time_s() < before_s) active_.evaluations_to_best = Considered();
     }
     const int passes = context_.options().max_refine_passes;
     while (!active_.done) {
@@ -1003,7 +994,7 @@ class HybridPlanner {
     const size_t tried = accepted ? accepted->first + 1 : moves.size();
     for (size_t i = 0; i < tried; ++i) MarkTried(moves[i]);
     if (!accepted) return false;
-    active_.evaluations_to_best = ConsideredSoFar();
+    active_.evaluations_to_best = Considered();
     const Move& move = moves[accepted->first];
     Apply(move.index, move.decision, decisions);
     active_.fetch_advance[move.index] = move.advance;
